@@ -1,0 +1,75 @@
+package jetstream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// ConnectOptions says how to reach JetStream.
+type ConnectOptions struct {
+	Name        string    // connection name shown by the server
+	Embedded    *Embedded // non-nil: connect in-process to it
+	URL         string    // external: "nats://h1:4222,nats://h2:4222"
+	Credentials string    // external: .creds file
+	Token       string    // external or listening embedded server
+	// APITimeout bounds each JetStream API call and publish ack wait.
+	APITimeout time.Duration
+}
+
+// Conn is a connection with its JetStream context. Safe for concurrent use.
+type Conn struct {
+	NC *nats.Conn
+	JS js.JetStream
+}
+
+// Connect dials NATS and keeps reconnecting forever in the background, so
+// a cluster that comes back is used again without a restart. The first
+// dial must succeed.
+func Connect(o ConnectOptions) (*Conn, error) {
+	opts := []nats.Option{
+		nats.Name(o.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, 500*time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+		// Buffer nothing while disconnected: a publish must fail fast so
+		// the gateway can answer 503 instead of holding the sender.
+		nats.ReconnectBufSize(-1),
+		nats.Timeout(5 * time.Second),
+	}
+	url := o.URL
+	switch {
+	case o.Embedded != nil:
+		opts = append(opts, nats.InProcessServer(o.Embedded.Server()), nats.Token(o.Embedded.Token()))
+		url = ""
+	case o.URL == "":
+		return nil, errors.New("no NATS url and no embedded server")
+	}
+	if o.Credentials != "" {
+		opts = append(opts, nats.UserCredentials(o.Credentials))
+	}
+	if o.Token != "" && o.Embedded == nil {
+		opts = append(opts, nats.Token(o.Token))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS: %w: %w", ErrUnavailable, err)
+	}
+	timeout := o.APITimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	jsc, err := js.New(nc, js.WithDefaultTimeout(timeout))
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &Conn{NC: nc, JS: jsc}, nil
+}
+
+// Close drains nothing: in-flight requests were finished by the caller.
+func (c *Conn) Close() { c.NC.Close() }

@@ -1,0 +1,182 @@
+package jetstream
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedOptions configures the in-process nats-server.
+type EmbeddedOptions struct {
+	DataDir string // JetStream file storage lives in DataDir/jetstream
+	// Listen, when not empty ("127.0.0.1:4222"), also accepts TCP clients
+	// (the CLI, downstream services); they must present Token.
+	Listen string
+	// Token authenticates clients. Empty: read DataDir/nats.token, or
+	// generate it there once (mode 0600).
+	Token string
+	// SyncAlways fsyncs every write; otherwise the server's 2 min interval.
+	SyncAlways bool
+	// MaxPayload is the server's max message size (body plus headers).
+	MaxPayload int32
+}
+
+// Embedded is a running in-process nats-server that owns DataDir.
+type Embedded struct {
+	srv   *server.Server
+	token string
+	lock  *os.File
+	url   string
+}
+
+// TokenFile is where a generated token is kept, relative to data_dir.
+const TokenFile = "nats.token"
+
+// lockFile guards data_dir against a second process.
+const lockFile = "hookgate.lock"
+
+// StartEmbedded locks DataDir, starts the server and waits until it accepts
+// connections. It returns ErrDataDirLocked (naming the holder's pid) when
+// another process owns DataDir.
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	if err := os.MkdirAll(o.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data_dir: %w", err)
+	}
+	lock, err := LockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	token := o.Token
+	if token == "" {
+		if token, err = loadOrCreateToken(filepath.Join(o.DataDir, TokenFile)); err != nil {
+			_ = lock.Close()
+			return nil, err
+		}
+	}
+	opts := &server.Options{
+		ServerName:    "hookgate-embedded",
+		JetStream:     true,
+		StoreDir:      filepath.Join(o.DataDir, "jetstream"),
+		NoSigs:        true,
+		NoLog:         true,
+		MaxPayload:    o.MaxPayload,
+		Authorization: token,
+		SyncAlways:    o.SyncAlways,
+		DontListen:    o.Listen == "",
+	}
+	if o.Listen != "" {
+		host, port, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			_ = lock.Close()
+			return nil, fmt.Errorf("nats.embedded.listen %q: %w", o.Listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil {
+			_ = lock.Close()
+			return nil, fmt.Errorf("nats.embedded.listen %q: bad port", o.Listen)
+		}
+		if p == 0 {
+			p = server.RANDOM_PORT
+		}
+		opts.Host, opts.Port = host, p
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("embedded nats-server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		_ = lock.Close()
+		return nil, errors.New("embedded nats-server did not become ready within 30s")
+	}
+	e := &Embedded{srv: srv, token: token, lock: lock}
+	if o.Listen != "" {
+		e.url = srv.ClientURL()
+	}
+	return e, nil
+}
+
+// Server returns the running server, for in-process connections.
+func (e *Embedded) Server() *server.Server { return e.srv }
+
+// ClientURL is the TCP address clients use, or "" when not listening.
+func (e *Embedded) ClientURL() string { return e.url }
+
+// Token returns the client token. Never log it.
+func (e *Embedded) Token() string { return e.token }
+
+// Shutdown stops the server, waits for it, and releases data_dir.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+	_ = e.lock.Close()
+}
+
+// LockDataDir takes an exclusive advisory lock on dir. The returned file
+// holds the lock until closed (or the process dies: the kernel drops it,
+// so a kill -9 never leaves a stale lock).
+func LockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		_ = f.Close()
+		pid := strings.TrimSpace(string(holder))
+		if pid == "" {
+			pid = "unknown"
+		}
+		return nil, fmt.Errorf("%w: data_dir %s is held by process %s; stop it or point the CLI at its nats address", ErrDataDirLocked, dir, pid)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// ReadToken returns the token stored in dir's token file.
+func ReadToken(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func loadOrCreateToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	t := hex.EncodeToString(raw[:])
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(t+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write token file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("write token file: %w", err)
+	}
+	return t, nil
+}

@@ -1,0 +1,73 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// Sentinels returned by this package. Callers map them to HTTP answers with
+// errors.Is; the wrapped nats error keeps the detail for logs.
+var (
+	// ErrUnavailable: JetStream could not be reached, or did not acknowledge
+	// in time. Nothing was stored; the sender should retry later.
+	ErrUnavailable = errors.New("jetstream unavailable")
+	// ErrStreamFull: the stream hit its max_bytes / max_msgs limit and
+	// refused the write (DiscardNew). Nothing was stored.
+	ErrStreamFull = errors.New("stream full")
+	// ErrTooLarge: the message exceeds the stream's or server's size limit.
+	ErrTooLarge = errors.New("message too large")
+	// ErrDataDirLocked: another process holds the embedded server's data_dir.
+	ErrDataDirLocked = errors.New("data_dir is in use")
+	// ErrConfigConflict: an existing stream differs from the config in a way
+	// that JetStream cannot update in place.
+	ErrConfigConflict = errors.New("stream config conflict")
+)
+
+// JetStream error codes this package reacts to (nats-server's
+// jetstream_errors_generated.go).
+const (
+	codeWrongLastSequence      = 10071
+	codeWrongLastSeqConstant   = 10164
+	codeStreamStoreFailed      = 10077 // "maximum messages/bytes exceeded" surfaces through this on DiscardNew
+	codeMessageExceedsMaximum  = 10054
+	codeDuplicateInProcess     = 10158
+	codeBatchDuplicateMsgID    = 10201
+	codeBatchTooManyInflight   = 10211
+	codeAtomicTooManyInflight  = 10210
+	codeStreamResourcesExceed  = 10047
+	codeInsufficientResources  = 10023
+	codeAccountResourcesExceed = 10002
+)
+
+// apiCode returns the JetStream API error code in err, or 0.
+func apiCode(err error) uint16 {
+	var apiErr *js.APIError
+	if errors.As(err, &apiErr) {
+		return uint16(apiErr.ErrorCode)
+	}
+	return 0
+}
+
+// classify wraps a nats error in the package sentinel that fits it.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	switch apiCode(err) {
+	case codeStreamStoreFailed, codeStreamResourcesExceed, codeInsufficientResources, codeAccountResourcesExceed:
+		return fmt.Errorf("%s: %w: %w", op, ErrStreamFull, err)
+	case codeMessageExceedsMaximum:
+		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}

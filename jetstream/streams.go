@@ -1,0 +1,165 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and subject names: the external contract.
+const (
+	StreamWebhooks = "WEBHOOKS"
+	StreamGrants   = "GRANTS"
+	StreamDLQ      = "DLQ"
+	StreamAudit    = "AUDIT"
+	BucketMarks    = "WATERMARKS"
+)
+
+// Limits bounds one stream.
+type Limits struct {
+	MaxAge   time.Duration
+	MaxBytes int64
+}
+
+// StreamsConfig is what Provision needs from the config.
+type StreamsConfig struct {
+	Replicas    int
+	Horizon     time.Duration // WEBHOOKS duplicate window
+	DedupWindow time.Duration // GRANTS and DLQ duplicate window
+	MaxMsgSize  int32
+	Webhooks    Limits
+	Grants      Limits
+	DLQ         Limits
+	Audit       Limits
+}
+
+// StreamConfigs returns the desired configs of the streams, in provisioning
+// order.
+func StreamConfigs(c StreamsConfig) []js.StreamConfig {
+	r := c.Replicas
+	if r < 1 {
+		r = 1
+	}
+	return []js.StreamConfig{
+		{
+			Name:        StreamWebhooks,
+			Description: "hookgate: every accepted webhook, raw body, Nats-Msg-Id = idempotency key",
+			Subjects:    []string{"webhooks.>"},
+			Retention:   js.LimitsPolicy,
+			Storage:     js.FileStorage,
+			// DiscardNew: a full stream refuses the write (503 to the
+			// sender, who retries) instead of silently dropping old events.
+			Discard:    js.DiscardNew,
+			MaxAge:     c.Webhooks.MaxAge,
+			MaxBytes:   c.Webhooks.MaxBytes,
+			MaxMsgSize: c.MaxMsgSize,
+			// The duplicate window is the whole dedup horizon: the
+			// event and its key are one write (see Publisher).
+			Duplicates: c.Horizon,
+			// Deletes would make the server forget a key at restart.
+			DenyDelete: true,
+			DenyPurge:  true,
+			Replicas:   r,
+		},
+		{
+			Name:        StreamGrants,
+			Description: "hookgate: one message per applied event, for downstream services",
+			Subjects:    []string{"grants.>"},
+			Retention:   js.LimitsPolicy,
+			Storage:     js.FileStorage,
+			Discard:     js.DiscardNew,
+			MaxAge:      c.Grants.MaxAge,
+			MaxBytes:    c.Grants.MaxBytes,
+			MaxMsgSize:  c.MaxMsgSize,
+			Duplicates:  c.DedupWindow,
+			Replicas:    r,
+		},
+		{
+			Name:        StreamDLQ,
+			Description: "hookgate: dead letters with their reason",
+			Subjects:    []string{"dlq.>"},
+			Retention:   js.LimitsPolicy,
+			Storage:     js.FileStorage,
+			Discard:     js.DiscardNew,
+			MaxAge:      c.DLQ.MaxAge,
+			MaxBytes:    c.DLQ.MaxBytes,
+			MaxMsgSize:  c.MaxMsgSize,
+			Duplicates:  c.DedupWindow,
+			Replicas:    r,
+		},
+		{
+			Name:        StreamAudit,
+			Description: "hookgate: append-only record of every decision",
+			Subjects:    []string{"audit.>"},
+			Retention:   js.LimitsPolicy,
+			Storage:     js.FileStorage,
+			// The audit trail must never block ingestion: when full it
+			// ages out its oldest records.
+			Discard:    js.DiscardOld,
+			MaxAge:     c.Audit.MaxAge,
+			MaxBytes:   c.Audit.MaxBytes,
+			DenyDelete: true,
+			DenyPurge:  true,
+			Replicas:   r,
+		},
+	}
+}
+
+// Provision creates the streams or brings existing ones to the config. It
+// is idempotent. A difference JetStream cannot apply in place (storage,
+// retention, ...) is returned as ErrConfigConflict with an explanation.
+func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
+	var problems []string
+	for _, want := range StreamConfigs(c) {
+		s, err := j.Stream(ctx, want.Name)
+		switch {
+		case errors.Is(err, js.ErrStreamNotFound):
+			if _, err := j.CreateStream(ctx, want); err != nil {
+				return classify("create stream "+want.Name, err)
+			}
+			continue
+		case err != nil:
+			return classify("look up stream "+want.Name, err)
+		}
+		have := s.CachedInfo().Config
+		if fixed := immutableDiff(have, want); fixed != "" {
+			problems = append(problems, fmt.Sprintf("stream %s: %s cannot be changed in place; keep the old value or migrate the stream (see README, Running in production)", want.Name, fixed))
+			continue
+		}
+		if sameUpdatable(have, want) {
+			continue
+		}
+		if _, err := j.UpdateStream(ctx, want); err != nil {
+			problems = append(problems, fmt.Sprintf("stream %s: update refused: %v", want.Name, err))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrConfigConflict, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func immutableDiff(have, want js.StreamConfig) string {
+	var d []string
+	if have.Storage != want.Storage {
+		d = append(d, "storage")
+	}
+	if have.Retention != want.Retention {
+		d = append(d, "retention")
+	}
+	if have.DenyDelete != want.DenyDelete || have.DenyPurge != want.DenyPurge {
+		d = append(d, "deny_delete/deny_purge")
+	}
+	return strings.Join(d, ", ")
+}
+
+func sameUpdatable(have, want js.StreamConfig) bool {
+	return have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
+		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
+		have.Replicas == want.Replicas && have.Discard == want.Discard &&
+		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
+}
