@@ -1,0 +1,94 @@
+package event
+
+import "strings"
+
+// Token encodes an outside value (account, subject, one level of a type)
+// into one NATS subject or KV key token: bytes outside A-Z a-z 0-9 _ - become
+// =XX (uppercase hex), a missing or empty value is "=". The encoding is
+// injective, so two different values never share a token and no value can
+// change a subject's shape.
+func Token(v string) string {
+	if v == "" {
+		return "="
+	}
+	safe := true
+	for i := 0; i < len(v); i++ {
+		if !tokenSafe(v[i]) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return v
+	}
+	const hexdig = "0123456789ABCDEF"
+	var b strings.Builder
+	b.Grow(len(v) + 8)
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if tokenSafe(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('=')
+		b.WriteByte(hexdig[c>>4])
+		b.WriteByte(hexdig[c&0xF])
+	}
+	return b.String()
+}
+
+// Tokens encodes a dotted value (a type such as "award.disbursed") level by
+// level, so each level becomes its own subject token.
+func Tokens(v string) string {
+	if v == "" {
+		return "="
+	}
+	parts := strings.Split(v, ".")
+	for i, p := range parts {
+		parts[i] = Token(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// DecodeToken reverses Token. It reports false for a malformed token.
+func DecodeToken(t string) (string, bool) {
+	if t == "=" {
+		return "", true
+	}
+	var b strings.Builder
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c != '=' {
+			if !tokenSafe(c) {
+				return "", false
+			}
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(t) {
+			return "", false
+		}
+		hi, ok1 := unhex(t[i+1])
+		lo, ok2 := unhex(t[i+2])
+		if !ok1 || !ok2 {
+			return "", false
+		}
+		b.WriteByte(hi<<4 | lo)
+		i += 2
+	}
+	return b.String(), true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+func tokenSafe(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
