@@ -1,0 +1,89 @@
+// Command hookgate is the webhook ingestion pipeline's one binary: the
+// gateway and consumers (serve), and the operator's tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+// usageError is a command-line mistake: exit 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// silentError carries an exit code whose message was already printed.
+type silentError struct{ code int }
+
+func (e silentError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	var s silentError
+	if errors.As(err, &s) {
+		return s.code
+	}
+	var u usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "hookgate: %s\nRun 'hookgate help' for usage.\n", u.msg)
+		return 2
+	}
+	fmt.Fprintf(stderr, "hookgate: %s\n", err)
+	return 1
+}
+
+const usage = `hookgate: webhook ingestion that counts every event exactly once.
+
+Usage:
+  hookgate serve --config FILE            gateway and consumers
+  hookgate config check FILE              validate a config, one line per problem
+  hookgate sign --config FILE --provider P [--id ID] [--timestamp UNIX] < body
+                                          print the headers P's scheme would send
+  hookgate version
+
+HOOKGATE_CONFIG may stand in for --config.
+`
+
+// run is the whole program, testable without a process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return silentError{2}
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], getenv, stdout, stderr)
+	case "config":
+		if len(args) < 2 || args[1] != "check" {
+			return usagef("want 'hookgate config check FILE'")
+		}
+		return runConfigCheck(args[2:], getenv, stdout)
+	case "sign":
+		return runSign(args[1:], getenv, stdin, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "hookgate", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	return usagef("unknown command %q", args[0])
+}
+
+var version = "dev"

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/gateway"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+)
+
+// headerRoom is what a stored event's headers may add to its body; the
+// NATS max payload is set (embedded) or checked (external) with it.
+const headerRoom = 64 << 10
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	if err := fs.Parse(args); err != nil {
+		return usagef("serve: %v", err)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve")
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	auditFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookgate_audit_write_failures_total",
+		Help: "AUDIT records that could not be written (logged).",
+	})
+	reg.MustRegister(auditFailures)
+	audit := jetstream.NewAuditWriter(sys.conn, logger, 8192, auditFailures.Inc)
+
+	deps := gateway.Deps{
+		Publisher: jetstream.NewPublisher(sys.conn, 5*time.Second),
+		Audit:     audit,
+		Ready:     sys.Ready,
+		Registry:  reg,
+		Gatherer:  reg,
+	}
+
+	// The audit writer outlives the HTTP servers so their last decisions
+	// are written; it stops after them.
+	auditCtx, stopAudit := context.WithCancel(context.Background())
+	auditDone := make(chan error, 1)
+	go func() { auditDone <- audit.Run(auditCtx) }()
+	defer func() { stopAudit(); <-auditDone }()
+
+	g, gctx := errgroup.WithContext(ctx)
+	var servers []*http.Server
+	if cfg.Roles.Gateway {
+		h, err := gateway.NewServer(logger, cfg, deps)
+		if err != nil {
+			return err
+		}
+		srv, ln, err := listen(cfg, cfg.HTTP.Listen, h, logger)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, srv)
+		fmt.Fprintf(stdout, "hookgate: listening on %s://%s\n", scheme(cfg), ln.Addr())
+		g.Go(func() error { return serveHTTP(srv, ln, cfg) })
+	}
+	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
+		addr := cfg.HTTP.AdminListen
+		if addr == "" {
+			addr = cfg.HTTP.Listen
+		}
+		srv, ln, err := listen(cfg, addr, gateway.NewAdminHandler(logger, deps), logger)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, srv)
+		fmt.Fprintf(stdout, "hookgate: admin on %s://%s\n", scheme(cfg), ln.Addr())
+		g.Go(func() error { return serveHTTP(srv, ln, cfg) })
+	}
+	logger.Info("hookgate started", slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
+
+	g.Go(func() error {
+		<-gctx.Done()
+		// Stop accepting, let in-flight requests finish (their publishes
+		// complete), then the deferred closes stop audit and NATS.
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			if err := s.Shutdown(sctx); err != nil {
+				logger.Error("http shutdown", slog.String("error", err.Error()))
+			}
+		}
+		return nil
+	})
+	err = g.Wait()
+	logger.Info("hookgate stopped")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func scheme(cfg *config.Config) string {
+	if cfg.HTTP.TLS.Cert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+func listen(cfg *config.Config, addr string, h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	t := cfg.HTTP.Timeouts
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: t.ReadHeader,
+		ReadTimeout:       t.Read,
+		WriteTimeout:      t.Write,
+		IdleTimeout:       t.Idle,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if cfg.HTTP.TLS.Cert != "" {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return srv, ln, nil
+}
+
+func serveHTTP(srv *http.Server, ln net.Listener, cfg *config.Config) error {
+	var err error
+	if cfg.HTTP.TLS.Cert != "" {
+		err = srv.ServeTLS(ln, cfg.HTTP.TLS.Cert, cfg.HTTP.TLS.Key)
+	} else {
+		err = srv.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// system is a JetStream connection with the streams provisioned, over an
+// embedded server or an external cluster.
+type system struct {
+	cfg      *config.Config
+	embedded *jetstream.Embedded
+	conn     *jetstream.Conn
+}
+
+func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
+	lim := func(l config.Limits) jetstream.Limits { return jetstream.Limits{MaxAge: l.MaxAge, MaxBytes: l.MaxBytes} }
+	return jetstream.StreamsConfig{
+		Replicas:    cfg.NATS.Replicas,
+		Horizon:     cfg.Dedup.Horizon,
+		DedupWindow: cfg.Dedup.Window,
+		MaxMsgSize:  int32(cfg.HTTP.MaxBodyBytes + headerRoom),
+		Webhooks:    lim(cfg.Retention.Webhooks),
+		Grants:      lim(cfg.Retention.Grants),
+		DLQ:         lim(cfg.Retention.DLQ),
+		Audit:       lim(cfg.Retention.Audit),
+	}
+}
+
+// openSystem starts the embedded server when nats.url is empty, connects,
+// checks the max payload and provisions the streams.
+func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string) (*system, error) {
+	s := &system{cfg: cfg}
+	need := cfg.HTTP.MaxBodyBytes + headerRoom
+	opts := jetstream.ConnectOptions{Name: name}
+	if cfg.NATS.URL == "" {
+		payload := int32(need)
+		if payload < 1<<20 {
+			payload = 1 << 20
+		}
+		e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
+			DataDir:    cfg.NATS.Embedded.DataDir,
+			Listen:     cfg.NATS.Embedded.Listen,
+			Token:      cfg.NATS.Embedded.Token.Reveal(),
+			SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
+			MaxPayload: payload,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.embedded = e
+		opts.Embedded = e
+		if e.ClientURL() != "" {
+			logger.Info("embedded nats listening", slog.String("url", e.ClientURL()))
+		}
+	} else {
+		opts.URL = cfg.NATS.URL
+		opts.Credentials = cfg.NATS.Credentials
+	}
+	c, err := jetstream.Connect(opts)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.conn = c
+	if mp := c.NC.MaxPayload(); mp < need {
+		s.Close()
+		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: raise max_payload on the NATS servers or lower http.max_body_bytes", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := jetstream.Provision(pctx, c.JS, streamsConfig(cfg)); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Ready reports whether JetStream answers and WEBHOOKS exists.
+func (s *system) Ready(ctx context.Context) error {
+	if _, err := s.conn.JS.Stream(ctx, jetstream.StreamWebhooks); err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}
+
+// Close closes the connection, then the embedded server.
+func (s *system) Close() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.embedded != nil {
+		s.embedded.Shutdown()
+	}
+}

@@ -1,0 +1,32 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// Gateway sentinels not owned by a scheme or the key rules.
+var (
+	errUnknownProvider = errors.New("unknown provider")
+	errTooLarge        = errors.New("body too large")
+)
+
+// statusOf is the one table from an error kind to the HTTP status the
+// sender sees. 503 answers carry Retry-After so the sender retries later.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, ErrSignature):
+		return http.StatusUnauthorized
+	case errors.Is(err, errTooLarge), errors.Is(err, jetstream.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID):
+		return http.StatusBadRequest
+	case errors.Is(err, errUnknownProvider):
+		return http.StatusNotFound
+	case errors.Is(err, jetstream.ErrUnavailable), errors.Is(err, jetstream.ErrStreamFull):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusServiceUnavailable
+}

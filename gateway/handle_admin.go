@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+func (s *server) handleHealthz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, answer{Status: "ok"})
+	})
+}
+
+// handleReadyz is 200 once JetStream answers and the streams exist.
+func (s *server) handleReadyz() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.deps.Ready == nil {
+			writeJSON(w, http.StatusServiceUnavailable, answer{Error: "not ready"})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.deps.Ready(ctx); err != nil {
+			w.Header().Set("Retry-After", "5")
+			writeJSON(w, http.StatusServiceUnavailable, answer{Error: "not ready: " + err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, answer{Status: "ready"})
+	})
+}
+
+func (s *server) handleNotFound() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint; webhooks go to POST /webhooks/{provider}"})
+	})
+}
+
+func (s *server) handleMethodNotAllowed() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, answer{Error: "method " + r.Method + " not allowed; use POST"})
+	})
+}

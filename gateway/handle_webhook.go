@@ -1,0 +1,257 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nats.go"
+)
+
+// answer is the JSON body of every webhook answer.
+type answer struct {
+	Status string `json:"status,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// handleWebhook serves POST /webhooks/{provider}: body cap, signature,
+// key, durable store, answer. The order is the security contract: nothing
+// about an unauthenticated body is derived, claimed or stored.
+func (s *server) handleWebhook() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := s.deps.Now()
+		name := providerName(r)
+		p := s.providers[name]
+		if p == nil {
+			s.metrics.unknownProvider.Inc()
+			writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
+			return
+		}
+		defer func() { s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
+
+		body, err := readBody(w, r, s.maxBody)
+		if err != nil {
+			s.reject(w, p, "", err)
+			return
+		}
+		if err := p.scheme.Verify(r.Header, body, p.secrets, start); err != nil {
+			s.reject(w, p, "", err)
+			return
+		}
+		pl := NewPayload(r.Header, body, r.Header.Get("Content-Type"))
+		k, err := DeriveKey(p.rule, pl)
+		if err != nil {
+			s.reject(w, p, "", err)
+			return
+		}
+		hdr, err := s.storedHeaders(r.Header, p, pl, k, start)
+		if err != nil {
+			s.reject(w, p, k.Key, err)
+			return
+		}
+
+		ctx, cancel := context.WithTimeout(r.Context(), s.publishLimit)
+		defer cancel()
+		pubStart := time.Now()
+		res, err := s.deps.Publisher.Publish(ctx, jetstream.Message{
+			Subject: event.WebhookSubject(p.name, k.AccountInKey),
+			Key:     k.Key,
+			Header:  hdr,
+			Body:    body,
+		})
+		outcome := "stored"
+		switch {
+		case err != nil:
+			outcome = "failed"
+		case res.Duplicate:
+			outcome = "duplicate"
+		}
+		s.metrics.publishSeconds.WithLabelValues(name, outcome).Observe(time.Since(pubStart).Seconds())
+		if err != nil {
+			s.unavailable(w, p, k.Key, k.Account, err)
+			return
+		}
+		decision, status := event.DecisionAccepted, "accepted"
+		if res.Duplicate {
+			decision, status = event.DecisionDuplicate, "duplicate"
+		}
+		s.metrics.requests.WithLabelValues(name, decision, "200").Inc()
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "webhook",
+			slog.String("provider", name), slog.String("account", k.Account),
+			slog.String("key", k.Key), slog.Uint64("seq", res.Seq), slog.String("decision", decision))
+		s.deps.Audit.Record(event.AuditRecord{
+			Time: start.UTC(), Decision: decision, Provider: name, Account: k.Account,
+			Key: k.Key, Seq: res.Seq, Status: http.StatusOK, Actor: event.ActorGateway,
+		})
+		writeJSON(w, http.StatusOK, answer{Status: status, Key: k.Key})
+	})
+}
+
+// readBody reads at most limit bytes; a larger body is errTooLarge.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %d bytes, max_body_bytes is %d", errTooLarge, r.ContentLength, limit)
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(rd); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Errorf("%w: over max_body_bytes (%d)", errTooLarge, limit)
+		}
+		return nil, fmt.Errorf("%w: reading body: %v", errBodyRead, err)
+	}
+	return buf.Bytes(), nil
+}
+
+var errBodyRead = errors.New("bad request body")
+
+// reject answers a 4xx for a known provider, audits it (rate-limited) and
+// counts it.
+func (s *server) reject(w http.ResponseWriter, p *provider, key string, err error) {
+	status := statusOf(err)
+	if errors.Is(err, errBodyRead) {
+		status = http.StatusBadRequest
+	}
+	msg := err.Error()
+	s.metrics.requests.WithLabelValues(p.name, event.DecisionRejected, fmt.Sprint(status)).Inc()
+	s.log.LogAttrs(context.Background(), slog.LevelWarn, "webhook rejected",
+		slog.String("provider", p.name), slog.String("key", key),
+		slog.String("decision", event.DecisionRejected), slog.Int("status", status), slog.String("reason", msg))
+	now := s.deps.Now()
+	if ok, suppressed := s.rejects.allow(p.name, now); ok {
+		s.deps.Audit.Record(event.AuditRecord{
+			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Key: key,
+			Status: status, Reason: msg, Actor: event.ActorGateway, Suppressed: suppressed,
+		})
+	} else {
+		s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
+	}
+	writeJSON(w, status, answer{Error: msg})
+}
+
+// unavailable answers 503 with Retry-After: nothing was stored, the sender
+// must retry.
+func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account string, err error) {
+	status := statusOf(err)
+	s.metrics.requests.WithLabelValues(p.name, "unavailable", fmt.Sprint(status)).Inc()
+	s.log.LogAttrs(context.Background(), slog.LevelError, "webhook not stored",
+		slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
+		slog.Int("status", status), slog.String("error", err.Error()))
+	msg := "event store unavailable; retry later"
+	retry := "5"
+	switch {
+	case errors.Is(err, jetstream.ErrStreamFull):
+		msg, retry = "event store full; retry later", "60"
+	case status == http.StatusRequestEntityTooLarge:
+		msg = "event too large for the event store"
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retry)
+	}
+	writeJSON(w, status, answer{Error: msg})
+}
+
+// storedHeaders is the header set stored with the event: the request's
+// headers minus credentials, hop-by-hop ones and anything that would steer
+// JetStream (Nats-*) or impersonate hookgate (Hookgate-*), plus the
+// Hookgate-* headers with the extracted raw values.
+func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload, k DerivedKey, now time.Time) (nats.Header, error) {
+	h := make(nats.Header, len(in)+7)
+	hop := hopHeaders(in)
+	for name, vals := range in {
+		if dropHeader(name, hop) {
+			continue
+		}
+		h[name] = vals
+	}
+	h[event.HeaderKey] = []string{k.Key}
+	h[event.HeaderProvider] = []string{p.name}
+	h[event.HeaderAccount] = []string{k.Account}
+	h[event.HeaderReceivedAt] = []string{now.UTC().Format(time.RFC3339Nano)}
+	for _, f := range []struct {
+		src  *Source
+		name string
+	}{{p.subject, event.HeaderSubject}, {p.occurredAt, event.HeaderOccurredAt}, {p.typ, event.HeaderType}} {
+		if f.src == nil {
+			continue
+		}
+		v, ok, err := pl.Lookup(*f.src)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			h[f.name] = []string{sanitizeHeaderValue(v)}
+		}
+	}
+	return h, nil
+}
+
+// sanitizeHeaderValue keeps a JSON-sourced value from breaking the NATS
+// header block: CR and LF would end the header.
+func sanitizeHeaderValue(v string) string {
+	if !strings.ContainsAny(v, "\r\n") {
+		return v
+	}
+	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(v)
+}
+
+func hopHeaders(in map[string][]string) map[string]bool {
+	conn := in["Connection"]
+	if len(conn) == 0 {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, v := range conn {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				m[textproto.CanonicalMIMEHeaderKey(f)] = true
+			}
+		}
+	}
+	return m
+}
+
+func dropHeader(name string, hop map[string]bool) bool {
+	switch name {
+	case "Authorization", "Cookie", "Connection", "Keep-Alive", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection":
+		return true
+	}
+	if hop[name] {
+		return true
+	}
+	lower := strings.ToLower(name)
+	return strings.HasPrefix(lower, "proxy-") || strings.HasPrefix(lower, "nats-") || strings.HasPrefix(lower, "hookgate-")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"error":"internal error"}`)
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,44 @@
+package gateway
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus series, registered on the registry
+// passed in (never the global one).
+type metrics struct {
+	requests        *prometheus.CounterVec   // provider, decision
+	unknownProvider prometheus.Counter       //
+	publishSeconds  *prometheus.HistogramVec // provider, outcome
+	requestSeconds  *prometheus.HistogramVec // provider
+	auditSuppressed *prometheus.CounterVec   // provider
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_gateway_requests_total",
+			Help: "Webhook requests by provider and decision (accepted, duplicate, rejected, unavailable).",
+		}, []string{"provider", "decision", "status"}),
+		unknownProvider: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookgate_gateway_unknown_provider_total",
+			Help: "Requests for a provider that is not configured (404).",
+		}),
+		publishSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookgate_gateway_publish_seconds",
+			Help:    "Time from publish to JetStream ack, by provider and outcome.",
+			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"provider", "outcome"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookgate_gateway_request_seconds",
+			Help:    "Time to answer a webhook request, by provider.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"provider"}),
+		auditSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookgate_gateway_audit_suppressed_total",
+			Help: "Rejected-request audit records folded into a later record's suppressed count.",
+		}, []string{"provider"}),
+	}
+	reg.MustRegister(m.requests, m.unknownProvider, m.publishSeconds, m.requestSeconds, m.auditSuppressed)
+	return m
+}

@@ -1,0 +1,186 @@
+// Package gateway is hookgate's HTTP edge: it verifies a webhook's
+// signature, derives its idempotency key, stores it in JetStream and
+// answers the sender (see CONTRACT.md, HTTP).
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Publisher stores an event exactly once per key (jetstream.Publisher).
+type Publisher interface {
+	Publish(ctx context.Context, m jetstream.Message) (jetstream.PublishResult, error)
+}
+
+// Auditor appends a decision to AUDIT without delaying the caller.
+type Auditor interface {
+	Record(r event.AuditRecord)
+}
+
+var (
+	_ Publisher = (*jetstream.Publisher)(nil)
+	_ Auditor   = (*jetstream.AuditWriter)(nil)
+)
+
+// Deps are the gateway's collaborators.
+type Deps struct {
+	Publisher Publisher
+	Audit     Auditor
+	// Ready reports whether JetStream answers and the streams exist.
+	Ready func(ctx context.Context) error
+	// Registry receives the gateway's metrics; Gatherer serves /metrics.
+	Registry prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	// Now is the clock (signature tolerance, Received-At); nil = time.Now.
+	Now func() time.Time
+}
+
+// provider is one configured sender, compiled once at start.
+type provider struct {
+	name       string
+	scheme     Scheme
+	secrets    []config.Secret
+	rule       KeyRule
+	subject    *Source
+	occurredAt *Source
+	typ        *Source
+}
+
+// server holds what the handlers share. It is read-only after NewServer.
+type server struct {
+	log          *slog.Logger
+	providers    map[string]*provider
+	deps         Deps
+	metrics      *metrics
+	rejects      *rejectLimiter
+	maxBody      int64
+	publishLimit time.Duration
+}
+
+// NewServer returns the gateway's handler: POST /webhooks/{provider}, and
+// unless adminSeparate, /healthz, /readyz and /metrics. cfg must have
+// passed Validate.
+func NewServer(logger *slog.Logger, cfg *config.Config, deps Deps) (http.Handler, error) {
+	s, err := newServer(logger, cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	return s.routes(cfg.HTTP.AdminListen == ""), nil
+}
+
+// NewAdminHandler serves /healthz, /readyz and /metrics alone, for
+// http.admin_listen.
+func NewAdminHandler(logger *slog.Logger, deps Deps) http.Handler {
+	s := &server{log: logger, deps: deps}
+	return s.adminRoutes()
+}
+
+func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, error) {
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Registry == nil {
+		deps.Registry = prometheus.NewRegistry()
+	}
+	s := &server{
+		log:       logger,
+		providers: map[string]*provider{},
+		deps:      deps,
+		metrics:   newMetrics(deps.Registry),
+		rejects:   newRejectLimiter(5),
+		maxBody:   cfg.HTTP.MaxBodyBytes,
+		// Answer before the sender's own timeout; a slow store is a 503
+		// it retries, never a hung request.
+		publishLimit: publishLimit(cfg.HTTP.Timeouts.Write),
+	}
+	names := make([]string, 0, len(cfg.Providers))
+	for name := range cfg.Providers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p, err := compileProvider(name, cfg.Providers[name])
+		if err != nil {
+			return nil, fmt.Errorf("providers.%s: %w", name, err)
+		}
+		s.providers[name] = p
+	}
+	return s, nil
+}
+
+func publishLimit(write time.Duration) time.Duration {
+	limit := 10 * time.Second
+	if write > 0 && write-time.Second < limit {
+		limit = write - time.Second
+	}
+	if limit < time.Second {
+		limit = time.Second
+	}
+	return limit
+}
+
+func compileProvider(name string, pc config.Provider) (*provider, error) {
+	sch, err := NewScheme(pc.Signature.Scheme, SchemeOptions{Tolerance: pc.Signature.Tolerance, Header: pc.Signature.Header})
+	if err != nil {
+		return nil, err
+	}
+	p := &provider{name: name, scheme: sch, secrets: pc.Signature.Secrets}
+	rule := KeyRule{
+		Provider:      name,
+		AccountHeader: http.CanonicalHeaderKey(pc.Account.Header),
+		AccountValue:  pc.Account.Value,
+		Fallback:      Fallback(pc.Fallback),
+	}
+	if pc.Account.JSON != "" {
+		ptr, err := ParsePointer(pc.Account.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("account.json %q: %w", pc.Account.JSON, err)
+		}
+		rule.AccountJSON = &ptr
+	}
+	for _, f := range pc.KeyFields {
+		ptr, err := ParsePointer(f)
+		if err != nil {
+			return nil, fmt.Errorf("key_fields %q: %w", f, err)
+		}
+		rule.KeyFields = append(rule.KeyFields, ptr)
+	}
+	for _, raw := range pc.EventID {
+		src, err := ParseSource(raw)
+		if err != nil {
+			return nil, fmt.Errorf("event_id %q: %w", raw, err)
+		}
+		rule.EventID = append(rule.EventID, src)
+		if src.IsJSON() {
+			rule.NeedsJSON = true
+		}
+	}
+	for _, f := range []struct {
+		raw string
+		dst **Source
+	}{{pc.Subject, &p.subject}, {pc.OccurredAt, &p.occurredAt}, {pc.Type, &p.typ}} {
+		if f.raw == "" {
+			continue
+		}
+		src, err := ParseSource(f.raw)
+		if err != nil {
+			return nil, fmt.Errorf("source %q: %w", f.raw, err)
+		}
+		*f.dst = &src
+		if src.IsJSON() {
+			rule.NeedsJSON = true
+		}
+	}
+	p.rule = rule
+	return p, nil
+}
