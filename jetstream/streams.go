@@ -28,8 +28,8 @@ type Limits struct {
 // StreamsConfig is what Provision needs from the config.
 type StreamsConfig struct {
 	Replicas    int
-	Horizon     time.Duration // WEBHOOKS duplicate window
-	DedupWindow time.Duration // GRANTS and DLQ duplicate window
+	Horizon     time.Duration // WEBHOOKS and GRANTS duplicate window
+	DedupWindow time.Duration // DLQ duplicate window
 	MaxMsgSize  int32
 	Webhooks    Limits
 	Grants      Limits
@@ -75,8 +75,10 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			MaxAge:      c.Grants.MaxAge,
 			MaxBytes:    c.Grants.MaxBytes,
 			MaxMsgSize:  c.MaxMsgSize,
-			Duplicates:  c.DedupWindow,
-			Replicas:    r,
+			// A repeat publish after a consumer crash, however long it
+			// lasted, must stay a duplicate: the window spans the horizon.
+			Duplicates: c.Horizon,
+			Replicas:   r,
 		},
 		{
 			Name:        StreamDLQ,

@@ -1,0 +1,49 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Event is one stored webhook as the consumer applies it.
+type Event struct {
+	Key      string // idempotency key; effects must be idempotent on it
+	Provider string //
+	Account  string // raw account value
+	Subject  string // raw subject value ("" when not configured or absent)
+	Type     string // raw type value
+	// OccurredRaw is the provider timestamp as extracted; OccurredAt is it
+	// parsed (zero when absent or unparseable).
+	OccurredRaw string
+	OccurredAt  time.Time
+	ReceivedAt  time.Time   // when the gateway stored it
+	Seq         uint64      // WEBHOOKS stream sequence
+	Header      http.Header // stored headers (request headers plus Hookgate-*)
+	Body        []byte      // the original body, unmodified
+}
+
+// Effect is one thing applying an event does. Apply must be idempotent on
+// ev.Key: after a crash the consumer may call it again for the same event
+// (a database effect writes "insert ... on conflict (key) do nothing").
+// An error is retried with backoff unless wrapped with Permanent, which
+// dead-letters the event at once. Implementations must be safe for
+// concurrent use across subjects; the consumer never runs two effects of
+// one subject at once.
+type Effect interface {
+	Apply(ctx context.Context, ev Event) error
+}
+
+// EffectFunc adapts a function to Effect.
+type EffectFunc func(ctx context.Context, ev Event) error
+
+// Apply calls f.
+func (f EffectFunc) Apply(ctx context.Context, ev Event) error { return f(ctx, ev) }
+
+// ErrPermanent marks an error that retrying cannot fix.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err so the consumer dead-letters the event at once.
+func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }

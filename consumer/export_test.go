@@ -1,0 +1,7 @@
+package consumer
+
+// SetCrash makes p stop at a step as a killed process would (tests only).
+func SetCrash(p *Processor, f func(step, key string) bool) { p.crash = f }
+
+// Steps where SetCrash can stop a processor.
+var CrashSteps = []string{stepBeforeEffects, stepAfterEffects, stepAfterWatermark, stepBeforeAck}

@@ -1,0 +1,76 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+)
+
+// ErrConflict is a compare-and-set that lost: someone changed the entry
+// since it was read. Re-read and decide again.
+var ErrConflict = errors.New("watermark changed concurrently")
+
+// Mark is one subject's WATERMARKS entry.
+type Mark struct {
+	// At is the newest applied occurred_at (zero: nothing applied yet).
+	At time.Time `json:"at"`
+	// Keys are the keys applied at exactly At.
+	Keys []string `json:"keys,omitempty"`
+	// Lease, when set and not expired, reserves the subject's effects
+	// for one event of one owner.
+	Lease *Lease `json:"lease,omitempty"`
+}
+
+// Lease is a claim on a subject while an event's effects run.
+type Lease struct {
+	Owner string    `json:"owner"`
+	Key   string    `json:"key"`
+	Until time.Time `json:"until"`
+}
+
+// Watermarks stores Marks, changed only by compare-and-set.
+type Watermarks interface {
+	// Get returns the mark and its revision; rev 0 means absent.
+	Get(ctx context.Context, key string) (Mark, uint64, error)
+	// Put stores m if the entry is still at rev (0: must not exist yet)
+	// and returns the new revision, or ErrConflict.
+	Put(ctx context.Context, key string, m Mark, rev uint64) (uint64, error)
+}
+
+// AppliedKeys remembers applied keys for the dedup horizon.
+type AppliedKeys interface {
+	Seen(ctx context.Context, key string) (bool, error)
+	Remember(ctx context.Context, key string) error
+}
+
+// Grants publishes an applied event downstream, deduplicated by key.
+type Grants interface {
+	PublishGrant(ctx context.Context, subject, key string, header http.Header, body []byte) (uint64, error)
+}
+
+// DeadLetters stores an event that will not be applied, with the reason.
+type DeadLetters interface {
+	DeadLetter(ctx context.Context, ev Event, reason string, deliveries int) (uint64, error)
+}
+
+// Auditor appends a decision to AUDIT without blocking.
+type Auditor interface {
+	Record(r event.AuditRecord)
+}
+
+// Delivery acknowledges one delivered message.
+type Delivery interface {
+	Ack(ctx context.Context) error
+	NakWithDelay(d time.Duration) error
+	InProgress() error
+}
+
+// Message is one delivery of a stored event.
+type Message struct {
+	Event      Event
+	Deliveries int // this delivery's number, the first is 1
+	Delivery   Delivery
+}

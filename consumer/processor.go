@@ -1,0 +1,408 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+)
+
+// Decisions a Processor reports for one delivery.
+const (
+	Applied        = "applied"
+	Stale          = "stale"
+	AlreadyApplied = "already-applied"
+	DeadLettered   = "dead-lettered"
+	Retry          = "retry"
+)
+
+// Outcome is what became of one delivery.
+type Outcome struct {
+	Decision string
+	Reason   string
+}
+
+// Options tune a Processor.
+type Options struct {
+	// Owner names this process in leases; unique per process.
+	Owner string
+	// MaxDeliver counts attempts, the first included.
+	MaxDeliver int
+	// Backoff is the delay before each retry; the last repeats.
+	Backoff []time.Duration
+	// LeaseTTL bounds how long a crashed holder can block a subject. It
+	// must exceed the longest effect run (forward timeout plus publish).
+	LeaseTTL time.Duration
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+// Processor applies events once, in watermark order per subject. Process
+// is safe for concurrent use on different subjects; the caller (Runner)
+// never hands it two events of one subject at once, and the lease in the
+// watermark entry keeps other processes off the subject.
+type Processor struct {
+	rules   map[string]Rule
+	marks   Watermarks
+	applied AppliedKeys
+	dlq     DeadLetters
+	audit   Auditor
+	log     *slog.Logger
+	opts    Options
+	metrics *Metrics
+	// crash, set only by tests, stops processing at a named step as a
+	// process death would: no ack, no nak, no cleanup.
+	crash func(step, key string) bool
+}
+
+// Steps where a crash can be injected (tests).
+const (
+	stepBeforeEffects  = "before-effects"
+	stepAfterEffects   = "after-effects"
+	stepAfterWatermark = "after-watermark"
+	stepBeforeAck      = "before-ack"
+)
+
+var crashed = Outcome{Decision: "crashed"}
+
+func (p *Processor) crashAt(step, key string) bool { return p.crash != nil && p.crash(step, key) }
+
+// NewProcessor wires a processor. rules is keyed by provider name.
+func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, dlq DeadLetters, audit Auditor, log *slog.Logger, m *Metrics, o Options) *Processor {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.MaxDeliver < 1 {
+		o.MaxDeliver = 1
+	}
+	if len(o.Backoff) == 0 {
+		o.Backoff = []time.Duration{time.Second}
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = time.Minute
+	}
+	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m}
+}
+
+// errBusy: another owner holds the subject's lease.
+var errBusy = errors.New("subject leased by another instance")
+
+// Process decides and carries out one delivery, then acks or naks it. The
+// order, chosen so a crash anywhere converges on redelivery:
+//
+//  1. applied-key check (APPLIED): seen -> already-applied, ack.
+//  2. read the subject's mark; older -> stale, ack. Equal time with this
+//     key -> already-applied (the crash hit after the mark moved).
+//  3. claim the mark's lease by compare-and-set.
+//  4. effects: forward (Idempotency-Key = key), then publish to GRANTS
+//     (Nats-Msg-Id = key, deduplicated over the horizon).
+//  5. commit the mark (new time, keys at that time, lease cleared) by CAS.
+//  6. remember the key in APPLIED, then ack.
+//
+// A crash before 5 leaves the lease to expire and the message to be
+// redelivered: effects run again with the same key and are deduplicated
+// downstream. A crash after 5 is caught by step 2, after 6 by step 1.
+func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
+	start := p.opts.Now()
+	out := p.process(ctx, m)
+	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
+	return out
+}
+
+func (p *Processor) process(ctx context.Context, m *Message) Outcome {
+	ev := m.Event
+	rule, ok := p.rules[ev.Provider]
+	if !ok {
+		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)")
+	}
+	seen, err := p.applied.Seen(ctx, ev.Key)
+	if err != nil {
+		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
+	}
+	if seen {
+		return p.ack(ctx, m, Outcome{Decision: AlreadyApplied})
+	}
+	if rule.Watermark {
+		if ev.Subject == "" {
+			return p.deadLetter(ctx, m, "no subject: ordering is watermark and the subject source found nothing")
+		}
+		if ev.OccurredAt.IsZero() {
+			if ev.OccurredRaw == "" {
+				return p.deadLetter(ctx, m, "no occurred_at: ordering is watermark and the occurred_at source found nothing")
+			}
+			return p.deadLetter(ctx, m, fmt.Sprintf("unparseable occurred_at %q", truncate(ev.OccurredRaw, 64)))
+		}
+	}
+	if ev.Subject == "" {
+		// Nothing to order or lease: the applied-key check is the guard.
+		return p.applyUnleased(ctx, m, rule)
+	}
+	return p.applyLeased(ctx, m, rule)
+}
+
+func (p *Processor) applyUnleased(ctx context.Context, m *Message, rule Rule) Outcome {
+	if p.crashAt(stepBeforeEffects, m.Event.Key) {
+		return crashed
+	}
+	if err := p.runEffects(ctx, m, rule); err != nil {
+		return p.failed(ctx, m, err)
+	}
+	if p.crashAt(stepAfterEffects, m.Event.Key) || p.crashAt(stepAfterWatermark, m.Event.Key) {
+		return crashed
+	}
+	return p.finish(ctx, m)
+}
+
+func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outcome {
+	ev := m.Event
+	key := MarkKey(ev)
+	var (
+		mark Mark
+		rev  uint64
+	)
+	for {
+		var err error
+		mark, rev, err = p.marks.Get(ctx, key)
+		if err != nil {
+			return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
+		}
+		if rule.Watermark {
+			if out, done := p.judge(ctx, m, mark); done {
+				return out
+			}
+		}
+		now := p.opts.Now()
+		if l := mark.Lease; l != nil && l.Owner != p.opts.Owner && now.Before(l.Until) {
+			// Another instance is applying an event of this subject. Wait
+			// for it (bounded by its lease) rather than run beside it.
+			if err := p.waitLease(ctx, m, l.Until); err != nil {
+				return p.retry(m, err, false)
+			}
+			continue
+		}
+		claimed := mark
+		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
+		newRev, err := p.marks.Put(ctx, key, claimed, rev)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return p.retry(m, fmt.Errorf("claim watermark: %w", err), false)
+		}
+		rev = newRev
+		break
+	}
+
+	if p.crashAt(stepBeforeEffects, m.Event.Key) {
+		return crashed
+	}
+	if err := p.runEffects(ctx, m, rule); err != nil {
+		// Release the lease so newer events of the subject can apply while
+		// this one waits for its retry.
+		released := mark
+		released.Lease = nil
+		if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+			p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
+		}
+		return p.failed(ctx, m, err)
+	}
+
+	if p.crashAt(stepAfterEffects, m.Event.Key) {
+		return crashed
+	}
+	for {
+		next := advance(mark, ev, rule.Watermark)
+		_, err := p.marks.Put(ctx, key, next, rev)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrConflict) {
+			// The effects are done and idempotent; redelivery converges.
+			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false)
+		}
+		// Our lease expired and someone moved the entry: re-read and
+		// commit on top of what is there now, never backwards.
+		var gerr error
+		mark, rev, gerr = p.marks.Get(ctx, key)
+		if gerr != nil {
+			return p.retry(m, fmt.Errorf("re-read watermark: %w", gerr), false)
+		}
+		p.log.Warn("watermark lease lost while applying; committing on top",
+			slog.String("provider", ev.Provider), slog.String("key", ev.Key), slog.String("subject", ev.Subject))
+	}
+	if p.crashAt(stepAfterWatermark, m.Event.Key) {
+		return crashed
+	}
+	return p.finish(ctx, m)
+}
+
+// judge applies the watermark rule to a mark. done reports a final outcome.
+func (p *Processor) judge(ctx context.Context, m *Message, mark Mark) (Outcome, bool) {
+	ev := m.Event
+	switch {
+	case mark.At.IsZero() || ev.OccurredAt.After(mark.At):
+		return Outcome{}, false
+	case ev.OccurredAt.Equal(mark.At):
+		if slices.Contains(mark.Keys, ev.Key) {
+			// The mark moved but the crash came before APPLIED was written.
+			if err := p.applied.Remember(ctx, ev.Key); err != nil {
+				return p.retry(m, fmt.Errorf("remember applied key: %w", err), false), true
+			}
+			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
+		}
+		return Outcome{}, false
+	}
+	reason := fmt.Sprintf("occurred_at %s older than watermark %s", ev.OccurredAt.Format(time.RFC3339Nano), mark.At.Format(time.RFC3339Nano))
+	if m.Deliveries > 1 {
+		reason = "superseded while retrying: " + reason
+	}
+	p.record(ev, event.DecisionStale, reason)
+	return p.ack(ctx, m, Outcome{Decision: Stale, Reason: reason}), true
+}
+
+// advance is the mark after ev applied: time moves forward only.
+func advance(mark Mark, ev Event, watermark bool) Mark {
+	next := Mark{At: mark.At, Keys: mark.Keys}
+	if !watermark {
+		return next
+	}
+	switch {
+	case mark.At.IsZero() || ev.OccurredAt.After(mark.At):
+		next.At, next.Keys = ev.OccurredAt, []string{ev.Key}
+	case ev.OccurredAt.Equal(mark.At) && !slices.Contains(mark.Keys, ev.Key):
+		next.Keys = append(slices.Clone(mark.Keys), ev.Key)
+	}
+	return next
+}
+
+func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for p.opts.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			_ = m.Delivery.InProgress()
+			return nil // re-read: the holder may have committed already
+		}
+	}
+	return nil
+}
+
+func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error {
+	// Keep the delivery alive while effects run.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = m.Delivery.InProgress()
+			}
+		}
+	}()
+	for _, e := range rule.Effects {
+		if err := e.Apply(ctx, m.Event); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Processor) finish(ctx context.Context, m *Message) Outcome {
+	if err := p.applied.Remember(ctx, m.Event.Key); err != nil {
+		// The mark already holds the key; redelivery answers
+		// already-applied through it.
+		return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
+	}
+	if p.crashAt(stepBeforeAck, m.Event.Key) {
+		return crashed
+	}
+	p.record(m.Event, event.DecisionApplied, "")
+	return p.ack(ctx, m, Outcome{Decision: Applied})
+}
+
+// failed handles an effect error: dead-letter when permanent or out of
+// attempts, else retry after backoff.
+func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
+	if errors.Is(err, ErrPermanent) || m.Deliveries >= p.opts.MaxDeliver {
+		return p.deadLetter(ctx, m, err.Error())
+	}
+	return p.retry(m, err, true)
+}
+
+func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
+	d := p.backoff(m.Deliveries)
+	if !counted {
+		// Infrastructure trouble (KV unreachable): retry soon, it is not
+		// the event's fault.
+		d = time.Second
+	}
+	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+		slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
+	if nerr := m.Delivery.NakWithDelay(d); nerr != nil {
+		p.log.Warn("nak failed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", nerr.Error()))
+	}
+	return Outcome{Decision: Retry, Reason: err.Error()}
+}
+
+// backoff is the delay before the retry after attempt n (1-based), with
+// +-20% jitter so a burst of failures does not come back in lockstep.
+func (p *Processor) backoff(n int) time.Duration {
+	i := n - 1
+	if i >= len(p.opts.Backoff) {
+		i = len(p.opts.Backoff) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	d := p.opts.Backoff[i]
+	j := time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	if j <= 0 {
+		j = d
+	}
+	return j
+}
+
+func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string) Outcome {
+	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
+		return p.retry(m, fmt.Errorf("dead-letter: %w", err), false)
+	}
+	p.record(m.Event, event.DecisionDeadLettered, reason)
+	return p.ack(ctx, m, Outcome{Decision: DeadLettered, Reason: reason})
+}
+
+func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
+	if err := m.Delivery.Ack(ctx); err != nil {
+		// Redelivery will find the key applied (or the event stale).
+		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
+	p.log.Info("event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
+		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
+		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
+	return out
+}
+
+func (p *Processor) record(ev Event, decision, reason string) {
+	p.audit.Record(event.AuditRecord{
+		Time: p.opts.Now().UTC(), Decision: decision, Provider: ev.Provider, Account: ev.Account,
+		Key: ev.Key, Seq: ev.Seq, Reason: reason, Actor: event.ActorConsumer,
+	})
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,189 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// DurableApply is the durable consumer every hookgate instance shares.
+const DurableApply = "hookgate-apply"
+
+var (
+	_ consumer.Grants      = (*Effects)(nil)
+	_ consumer.DeadLetters = (*Effects)(nil)
+)
+
+// Effects publishes to GRANTS and DLQ. Safe for concurrent use.
+type Effects struct{ js js.JetStream }
+
+// NewEffects returns the GRANTS/DLQ publisher.
+func NewEffects(c *Conn) *Effects { return &Effects{js: c.JS} }
+
+// PublishGrant implements consumer.Grants: body and Hookgate-* headers,
+// Nats-Msg-Id = key; a duplicate is success.
+func (e *Effects) PublishGrant(ctx context.Context, subject, key string, header http.Header, body []byte) (uint64, error) {
+	h := nats.Header{}
+	for name, v := range header {
+		if strings.HasPrefix(name, event.HeaderPrefix) {
+			h[name] = v
+		}
+	}
+	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: body}, js.WithMsgID(key))
+	if err != nil {
+		return 0, classify("publish "+subject, err)
+	}
+	return ack.Sequence, nil
+}
+
+// DeadLetter implements consumer.DeadLetters: the original body and
+// headers plus reason and deliveries on dlq.<provider>.<account>.
+func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason string, deliveries int) (uint64, error) {
+	h := nats.Header{}
+	for name, v := range ev.Header {
+		h[name] = v
+	}
+	h.Set(event.HeaderDlqReason, oneLine(reason))
+	h.Set(event.HeaderDlqDeliveries, strconv.Itoa(deliveries))
+	subj := "dlq." + ev.Provider + "." + event.Token(ev.Account)
+	// One letter per stored event: a redelivery after a lost ack is a
+	// duplicate here.
+	id := fmt.Sprintf("%s|%d", ev.Key, ev.Seq)
+	if prev := ev.Header.Get(event.HeaderDlqPreviousSeq); prev != "" {
+		id += "|" + prev
+	}
+	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: ev.Body}, js.WithMsgID(id))
+	if err != nil {
+		return 0, classify("dead-letter "+subj, err)
+	}
+	return ack.Sequence, nil
+}
+
+func oneLine(s string) string {
+	s = strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+	if len(s) > 1000 {
+		s = s[:1000] + "..."
+	}
+	return s
+}
+
+// SourceOptions configure the durable consumer.
+type SourceOptions struct {
+	// MaxAckPending bounds events in flight across all instances.
+	MaxAckPending int
+	// AckWait is how long a delivery may stay unacked without
+	// InProgress before it is redelivered.
+	AckWait time.Duration
+}
+
+// Source delivers WEBHOOKS events from the durable consumer.
+type Source struct {
+	cons js.Consumer
+	it   js.MessagesContext
+}
+
+// OpenSource creates or updates the durable consumer and starts pulling.
+func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) {
+	cons, err := c.JS.CreateOrUpdateConsumer(ctx, StreamWebhooks, js.ConsumerConfig{
+		Durable:       DurableApply,
+		Description:   "hookgate: applies each stored webhook once",
+		FilterSubject: "webhooks.>",
+		AckPolicy:     js.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		// Attempts are counted by the processor, which dead-letters with
+		// the reason; the server must not drop a message silently.
+		MaxDeliver:    -1,
+		MaxAckPending: o.MaxAckPending,
+		DeliverPolicy: js.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, classify("create consumer", err)
+	}
+	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
+	if err != nil {
+		return nil, classify("pull", err)
+	}
+	return &Source{cons: cons, it: it}, nil
+}
+
+// Pending returns the consumer's lag: undelivered plus unacked.
+func (s *Source) Pending(ctx context.Context) (uint64, error) {
+	info, err := s.cons.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// Stop ends pulling; Next then returns an error.
+func (s *Source) Stop() { s.it.Stop() }
+
+// Next blocks until a message arrives or ctx ends.
+func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
+	for {
+		msg, err := s.it.Next(js.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, js.ErrMsgIteratorClosed) {
+				return nil, err
+			}
+			// Transient (no heartbeat, reconnect): the iterator recovers.
+			continue
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			_ = msg.Term()
+			continue
+		}
+		return &consumer.Message{
+			Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
+			Deliveries: int(meta.NumDelivered),
+			Delivery:   delivery{msg},
+		}, nil
+	}
+}
+
+// EventFromMsg rebuilds a consumer.Event from a stored message.
+func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
+	get := func(name string) string {
+		if v := h[name]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	ev := consumer.Event{
+		Key:         get(event.HeaderKey),
+		Provider:    get(event.HeaderProvider),
+		Account:     get(event.HeaderAccount),
+		Subject:     get(event.HeaderSubject),
+		Type:        get(event.HeaderType),
+		OccurredRaw: get(event.HeaderOccurredAt),
+		Seq:         seq,
+		Header:      http.Header(h),
+		Body:        body,
+	}
+	if ev.Key == "" {
+		ev.Key = get(nats.MsgIdHdr)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, get(event.HeaderReceivedAt)); err == nil {
+		ev.ReceivedAt = t
+	}
+	return ev
+}
+
+type delivery struct{ m js.Msg }
+
+func (d delivery) Ack(ctx context.Context) error      { return d.m.DoubleAck(ctx) }
+func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
+func (d delivery) InProgress() error                  { return d.m.InProgress() }

@@ -1,0 +1,136 @@
+package jetstream
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketApplied remembers applied keys for the dedup horizon (bucket TTL).
+const BucketApplied = "APPLIED"
+
+var (
+	_ consumer.Watermarks  = (*Watermarks)(nil)
+	_ consumer.AppliedKeys = (*AppliedKeys)(nil)
+)
+
+// KVConfig is what ProvisionKV needs.
+type KVConfig struct {
+	Replicas int
+	Horizon  time.Duration
+}
+
+// ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
+func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
+	r := max(c.Replicas, 1)
+	marks, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+		Bucket:      BucketMarks,
+		Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
+		History:     1,
+		Storage:     js.FileStorage,
+		Replicas:    r,
+	})
+	if err != nil {
+		return nil, nil, classify("provision KV "+BucketMarks, err)
+	}
+	applied, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+		Bucket:      BucketApplied,
+		Description: "hookgate: keys applied within the dedup horizon",
+		History:     1,
+		TTL:         c.Horizon,
+		Storage:     js.FileStorage,
+		Replicas:    r,
+	})
+	if err != nil {
+		return nil, nil, classify("provision KV "+BucketApplied, err)
+	}
+	return &Watermarks{kv: marks}, &AppliedKeys{kv: applied}, nil
+}
+
+// Watermarks is the WATERMARKS bucket. Safe for concurrent use.
+type Watermarks struct{ kv js.KeyValue }
+
+// Get implements consumer.Watermarks.
+func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
+	e, err := w.kv.Get(ctx, key)
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return consumer.Mark{}, 0, nil
+	}
+	if err != nil {
+		return consumer.Mark{}, 0, classify("get watermark "+key, err)
+	}
+	var m consumer.Mark
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
+	}
+	return m, e.Revision(), nil
+}
+
+// Put implements consumer.Watermarks: Create when rev is 0, else Update
+// (compare-and-set); a lost race is consumer.ErrConflict.
+func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	if rev == 0 {
+		n, err = w.kv.Create(ctx, key, b)
+	} else {
+		n, err = w.kv.Update(ctx, key, b, rev)
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case errors.Is(err, js.ErrKeyExists), errors.Is(err, js.ErrKeyRevisionMismatch),
+		apiCode(err) == codeWrongLastSequence, apiCode(err) == codeWrongLastSeqConstant:
+		return 0, fmt.Errorf("put watermark %s: %w", key, consumer.ErrConflict)
+	}
+	return 0, classify("put watermark "+key, err)
+}
+
+// Count returns how many subjects have a watermark.
+func (w *Watermarks) Count(ctx context.Context) (uint64, error) {
+	st, err := w.kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return st.Values(), nil
+}
+
+// AppliedKeys is the APPLIED bucket: one entry per applied key, expiring
+// after the horizon. Safe for concurrent use.
+type AppliedKeys struct{ kv js.KeyValue }
+
+// appliedKVKey maps an idempotency key (any printable ASCII) to a KV key.
+func appliedKVKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(sum[:18])
+}
+
+// Seen implements consumer.AppliedKeys.
+func (a *AppliedKeys) Seen(ctx context.Context, key string) (bool, error) {
+	_, err := a.kv.Get(ctx, appliedKVKey(key))
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, classify("applied lookup", err)
+	}
+	return true, nil
+}
+
+// Remember implements consumer.AppliedKeys.
+func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
+	if _, err := a.kv.Put(ctx, appliedKVKey(key), []byte(key)); err != nil {
+		return classify("remember applied", err)
+	}
+	return nil
+}
