@@ -158,7 +158,7 @@ func compileProvider(name string, pc config.Provider) (*provider, error) {
 	for _, raw := range pc.EventID {
 		src, err := ParseSource(raw)
 		if err != nil {
-			return nil, fmt.Errorf("event_id %q: %w", raw, err)
+			return nil, fmt.Errorf("event_id: %w", err)
 		}
 		rule.EventID = append(rule.EventID, src)
 		if src.IsJSON() {
@@ -174,7 +174,7 @@ func compileProvider(name string, pc config.Provider) (*provider, error) {
 		}
 		src, err := ParseSource(f.raw)
 		if err != nil {
-			return nil, fmt.Errorf("source %q: %w", f.raw, err)
+			return nil, err
 		}
 		*f.dst = &src
 		if src.IsJSON() {
