@@ -1,6 +1,10 @@
 package config
 
-import "log/slog"
+import (
+	"fmt"
+	"io"
+	"log/slog"
+)
 
 // Secret is a signing secret or token. It prints as REDACTED in every
 // format (fmt, slog, JSON) so it cannot leak into logs, errors, metrics or
@@ -22,3 +26,14 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue("REDACTED") }
 
 // MarshalText implements encoding.TextMarshaler (JSON, YAML output).
 func (s Secret) MarshalText() ([]byte, error) { return []byte("REDACTED"), nil }
+
+// Format implements fmt.Formatter so that every verb redacts: without it a
+// verb String does not serve (%d, %b on a struct holding a Secret) would
+// print the raw string.
+func (s Secret) Format(f fmt.State, verb rune) {
+	if verb == 'q' || (verb == 'v' && f.Flag('#')) {
+		io.WriteString(f, `"REDACTED"`)
+		return
+	}
+	io.WriteString(f, "REDACTED")
+}

@@ -15,7 +15,9 @@ const (
 	HeaderDlqReason      = "Hookgate-Dlq-Reason"
 	HeaderDlqDeliveries  = "Hookgate-Dlq-Deliveries"
 	HeaderDlqPreviousSeq = "Hookgate-Dlq-Previous-Seq"
-	HeaderPrefix         = "Hookgate-"
+	// HeaderStoredSeq is the event's WEBHOOKS sequence, on DLQ letters.
+	HeaderStoredSeq = "Hookgate-Stored-Seq"
+	HeaderPrefix    = "Hookgate-"
 )
 
 // WebhookSubject is the WEBHOOKS subject of an event.

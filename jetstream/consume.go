@@ -54,6 +54,7 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	}
 	h.Set(event.HeaderDlqReason, oneLine(reason))
 	h.Set(event.HeaderDlqDeliveries, strconv.Itoa(deliveries))
+	h.Set(event.HeaderStoredSeq, strconv.FormatUint(ev.Seq, 10))
 	subj := "dlq." + ev.Provider + "." + event.Token(ev.Account)
 	// One letter per stored event: a redelivery after a lost ack is a
 	// duplicate here.

@@ -95,6 +95,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintf(stdout, "hookgate: admin on %s://%s\n", scheme(cfg), ln.Addr())
 		g.Go(func() error { return serveHTTP(srv, ln, cfg) })
 	}
+	if cfg.Roles.Consumer {
+		runConsumer, err := startConsumer(ctx, cfg, sys, logger, reg, audit)
+		if err != nil {
+			return err
+		}
+		// The consumer stops with ctx and finishes its current events
+		// before the deferred closes run.
+		g.Go(func() error { return runConsumer(gctx) })
+	}
 	logger.Info("hookgate started", slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
 
 	g.Go(func() error {

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nats.go"
+)
+
+// openForCLI reaches the running system for an operator command: through
+// nats.url, or the embedded server's listen address with its token. When
+// nothing answers there, it opens data_dir itself; the data_dir lock keeps
+// it off a data_dir that a running serve holds, and says which process.
+func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*system, error) {
+	if cfg.NATS.URL != "" {
+		return openSystem(ctx, cfg, logger, "hookgate-cli")
+	}
+	if listen := cfg.NATS.Embedded.Listen; listen != "" {
+		token := cfg.NATS.Embedded.Token.Reveal()
+		if token == "" {
+			t, err := jetstream.ReadToken(cfg.NATS.Embedded.DataDir)
+			if err == nil {
+				token = t
+			}
+		}
+		c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "hookgate-cli", URL: "nats://" + listen, Token: token})
+		switch {
+		case err == nil:
+			return &system{cfg: cfg, conn: c}, nil
+		case errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization"):
+			return nil, fmt.Errorf("nats at %s refused the token: check nats.embedded.token or %s/%s", listen, cfg.NATS.Embedded.DataDir, jetstream.TokenFile)
+		case !refused(err):
+			return nil, fmt.Errorf("nats at %s: %w", listen, err)
+		}
+		// Nothing listens: hookgate is not running; open data_dir below.
+	}
+	s, err := openSystem(ctx, cfg, logger, "hookgate-cli")
+	if errors.Is(err, jetstream.ErrDataDirLocked) && cfg.NATS.Embedded.Listen == "" {
+		return nil, fmt.Errorf("%w; set nats.embedded.listen so the CLI can reach the running hookgate", err)
+	}
+	return s, err
+}
+
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused")
+}
+
+// cliContext bounds an operator command.
+func cliContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 10*time.Minute)
+}

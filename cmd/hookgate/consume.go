@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// consumerRules builds each provider's apply rule from the config: forward
+// first (when configured), then publish to GRANTS (unless turned off).
+func consumerRules(cfg *config.Config, grants consumer.Grants) (map[string]consumer.Rule, error) {
+	rules := map[string]consumer.Rule{}
+	for name, pc := range cfg.Providers {
+		var effects []consumer.Effect
+		if pc.Effects.Forward.URL != "" {
+			f, err := consumer.NewForward(consumer.ForwardOptions{
+				URL:     pc.Effects.Forward.URL,
+				Timeout: pc.Effects.Forward.Timeout,
+				Secret:  pc.Effects.Forward.Secret,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("providers.%s.effects.forward: %w", name, err)
+			}
+			effects = append(effects, f)
+		}
+		if tmpl, on := pc.Effects.PublishTemplate(); on {
+			effects = append(effects, consumer.GrantsEffect{Template: tmpl, Grants: grants})
+		}
+		rules[name] = consumer.Rule{Watermark: pc.Ordering == config.OrderingWatermark, Effects: effects}
+	}
+	return rules, nil
+}
+
+// leaseTTL outlasts the slowest effect run: the longest forward timeout
+// plus room for the publish and the KV writes.
+func leaseTTL(cfg *config.Config) time.Duration {
+	longest := time.Duration(0)
+	for _, pc := range cfg.Providers {
+		longest = max(longest, pc.Effects.Forward.Timeout)
+	}
+	return longest + 30*time.Second
+}
+
+// processorOptions are the consumer options from the config.
+func processorOptions(cfg *config.Config) consumer.Options {
+	host, _ := os.Hostname()
+	return consumer.Options{
+		Owner:      fmt.Sprintf("%s/%d/%s", host, os.Getpid(), nuid.Next()),
+		MaxDeliver: cfg.Consumer.MaxDeliver,
+		Backoff:    cfg.Consumer.Backoff,
+		LeaseTTL:   leaseTTL(cfg),
+	}
+}
+
+// buildProcessor provisions the KV buckets and wires a processor over sys.
+// dlq may wrap the DLQ writer (dlq replay records the new letters).
+func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, metrics *consumer.Metrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
+	marks, applied, err := jetstream.ProvisionKV(ctx, sys.conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
+	if err != nil {
+		return nil, err
+	}
+	fx := jetstream.NewEffects(sys.conn)
+	rules, err := consumerRules(cfg, fx)
+	if err != nil {
+		return nil, err
+	}
+	var letters consumer.DeadLetters = fx
+	if dlq != nil {
+		letters = dlq(fx)
+	}
+	return consumer.NewProcessor(rules, marks, applied, letters, audit, logger, metrics, o), nil
+}
+
+// startConsumer provisions the KV buckets and the durable consumer and
+// returns the function that runs it until ctx ends.
+func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
+	metrics := consumer.NewMetrics(reg)
+	o := processorOptions(cfg)
+	proc, err := buildProcessor(ctx, cfg, sys, logger, metrics, audit, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	src, err := jetstream.OpenSource(ctx, sys.conn, jetstream.SourceOptions{
+		MaxAckPending: max(cfg.Consumer.Workers*64, 256),
+		AckWait:       o.LeaseTTL,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		go func() {
+			t := time.NewTicker(5 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if n, err := src.Pending(ctx); err == nil {
+						metrics.Pending.Set(float64(n))
+					}
+				}
+			}
+		}()
+		defer src.Stop()
+		return proc.Run(ctx, src, cfg.Consumer.Workers)
+	}, nil
+}

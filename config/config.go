@@ -1,0 +1,292 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is hookgate's whole configuration, mirroring the YAML file field
+// for field (see the package doc and CONTRACT.md). Get one from Load or
+// Parse, which fill every default; then call Validate. A Config is plain
+// data: safe to read from many goroutines, not to modify concurrently.
+type Config struct {
+	HTTP      HTTP                `yaml:"http"`
+	NATS      NATS                `yaml:"nats"`
+	Dedup     Dedup               `yaml:"dedup"`
+	Retention Retention           `yaml:"retention"`
+	Consumer  Consumer            `yaml:"consumer"`
+	Providers map[string]Provider `yaml:"providers"`
+	Roles     Roles               `yaml:"roles"`
+
+	// src remembers where keys were in the file so Validate's problems can
+	// point at them; a pointer keeps it out of %v output.
+	src *source
+}
+
+// source maps a key path ("providers.x.signature.scheme") to its line.
+type source struct {
+	lines map[string]int
+}
+
+// HTTP is the gateway's listener.
+type HTTP struct {
+	Listen string `yaml:"listen"`
+	// AdminListen, when set, serves /healthz, /readyz and /metrics there
+	// instead of on Listen.
+	AdminListen  string   `yaml:"admin_listen"`
+	TLS          TLS      `yaml:"tls"`
+	MaxBodyBytes int64    `yaml:"max_body_bytes"`
+	Timeouts     Timeouts `yaml:"timeouts"`
+}
+
+// TLS names a certificate and key file; both empty means plain HTTP.
+// Relative paths are resolved against the config file's directory.
+type TLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Timeouts are the http.Server timeouts.
+type Timeouts struct {
+	ReadHeader time.Duration `yaml:"read_header"`
+	Read       time.Duration `yaml:"read"`
+	Write      time.Duration `yaml:"write"`
+	Idle       time.Duration `yaml:"idle"`
+}
+
+// NATS says where JetStream lives: an external cluster when URL is set,
+// otherwise an embedded server configured by Embedded.
+type NATS struct {
+	// URL is empty for the embedded server, else a comma-separated list
+	// (nats://h1:4222,nats://h2:4222). It may carry credentials, so
+	// messages never print it.
+	URL string `yaml:"url"`
+	// Credentials is a .creds file for the external cluster; relative
+	// paths are resolved against the config file's directory.
+	Credentials string   `yaml:"credentials"`
+	Replicas    int      `yaml:"replicas"`
+	Embedded    Embedded `yaml:"embedded"`
+}
+
+// URLs splits URL into its comma-separated server URLs, spaces trimmed;
+// nil for the embedded server.
+func (n NATS) URLs() []string {
+	if strings.TrimSpace(n.URL) == "" {
+		return nil
+	}
+	urls := strings.Split(n.URL, ",")
+	for i, u := range urls {
+		urls[i] = strings.TrimSpace(u)
+	}
+	return urls
+}
+
+// Embedded configures the in-process NATS server.
+type Embedded struct {
+	// DataDir is absolute after Load (resolved against the config file's
+	// directory).
+	DataDir string `yaml:"data_dir"`
+	// Listen is empty for in-process connections only.
+	Listen string `yaml:"listen"`
+	// Token is empty to have one generated into DataDir/nats.token.
+	Token Secret `yaml:"token"`
+	// Sync is SyncInterval or SyncAlways.
+	Sync string `yaml:"sync"`
+}
+
+// Sync policies for the embedded server's file store.
+const (
+	SyncInterval = "interval" // fsync every 2 minutes
+	SyncAlways   = "always"   // fsync every write
+)
+
+// Dedup sets how long a key stays a duplicate.
+type Dedup struct {
+	Horizon time.Duration `yaml:"horizon"`
+	Window  time.Duration `yaml:"window"` // JetStream's duplicate window
+}
+
+// Retention holds the limits of the four streams.
+type Retention struct {
+	Webhooks Limits `yaml:"webhooks"`
+	Grants   Limits `yaml:"grants"`
+	DLQ      Limits `yaml:"dlq"`
+	Audit    Limits `yaml:"audit"`
+}
+
+// Limits are one stream's MaxAge and MaxBytes.
+type Limits struct {
+	MaxAge   time.Duration `yaml:"max_age"`
+	MaxBytes int64         `yaml:"max_bytes"`
+}
+
+// Consumer tunes event processing.
+type Consumer struct {
+	Workers int `yaml:"workers"`
+	// MaxDeliver counts every attempt, the first included.
+	MaxDeliver int `yaml:"max_deliver"`
+	// Backoff is the delay before each retry; the last entry repeats.
+	Backoff []time.Duration `yaml:"backoff"`
+}
+
+// Roles says which parts `serve` runs, so the gateway and the consumers can
+// be scaled separately against one NATS cluster. Both default to true.
+type Roles struct {
+	Gateway  bool `yaml:"gateway"`
+	Consumer bool `yaml:"consumer"`
+}
+
+// Provider is one webhook sender, served at POST /webhooks/{Name}.
+type Provider struct {
+	// Name is the key under providers:, filled by Load.
+	Name      string    `yaml:"-"`
+	Signature Signature `yaml:"signature"`
+	Account   Account   `yaml:"account"`
+	// EventID lists sources ("header:Name" or "json:/pointer", see
+	// ParseSource); the first present wins. Empty means: always derive the
+	// key by Fallback.
+	EventID []string `yaml:"event_id"`
+	// Fallback is FallbackDigest, FallbackFields or FallbackReject.
+	Fallback string `yaml:"fallback"`
+	// KeyFields are bare JSON Pointers ("/grant_id"), hashed with
+	// FallbackFields.
+	KeyFields []string `yaml:"key_fields"`
+	// Subject, OccurredAt and Type are sources like EventID's entries;
+	// empty means not extracted.
+	Subject    string `yaml:"subject"`
+	OccurredAt string `yaml:"occurred_at"`
+	Type       string `yaml:"type"`
+	// Ordering is OrderingWatermark or OrderingNone.
+	Ordering string  `yaml:"ordering"`
+	Effects  Effects `yaml:"effects"`
+}
+
+// Signature is how a provider signs its requests.
+type Signature struct {
+	// Scheme is one of Schemes().
+	Scheme string `yaml:"scheme"`
+	// Secrets are tried in order; several allow rotation.
+	Secrets []Secret `yaml:"secrets"`
+	// Tolerance bounds the signed timestamp's distance from now, for the
+	// timestamped schemes (standard-webhooks, stripe).
+	Tolerance time.Duration `yaml:"tolerance"`
+	// Header carries the digest, for hmac-sha256 only.
+	Header string `yaml:"header"`
+}
+
+// Account says where the account comes from: Header, then JSON (a bare
+// JSON Pointer), then Value. An empty or missing header or JSON value
+// counts as absent.
+type Account struct {
+	Header string `yaml:"header"`
+	JSON   string `yaml:"json"`
+	Value  string `yaml:"value"`
+}
+
+// Effects are what applying an event does.
+type Effects struct {
+	// Publish is the GRANTS subject template. After Load it is never nil;
+	// "" means publishing is off. Use PublishTemplate to read it.
+	Publish *string `yaml:"publish"`
+	Forward Forward `yaml:"forward"`
+}
+
+// PublishTemplate returns the publish subject template and whether
+// publishing is on. A nil Publish (a Config not made by Load) means the
+// default template.
+func (e Effects) PublishTemplate() (tmpl string, on bool) {
+	if e.Publish == nil {
+		return DefaultPublish, true
+	}
+	return *e.Publish, *e.Publish != ""
+}
+
+// Forward is the optional HTTP POST effect; off when URL is empty.
+type Forward struct {
+	URL     string        `yaml:"url"`
+	Timeout time.Duration `yaml:"timeout"`
+	// Secret, when set, signs the forwarded request the Standard Webhooks
+	// way; like a standard-webhooks secret it is base64, optionally
+	// prefixed with whsec_.
+	Secret Secret `yaml:"secret"`
+}
+
+// Fallbacks: how the key is derived when no event id is found.
+const (
+	FallbackDigest = "digest" // sha256 of the canonical JSON payload
+	FallbackFields = "fields" // sha256 of KeyFields
+	FallbackReject = "reject" // answer 400
+)
+
+// Orderings.
+const (
+	OrderingWatermark = "watermark"
+	OrderingNone      = "none"
+)
+
+// DefaultPublish is the publish template used when none is configured. The
+// placeholders a template may use are {provider}, {account}, {subject} and
+// {type}.
+const DefaultPublish = "grants.{provider}.{subject}.{type}"
+
+// Load reads the YAML file at path and returns its Config with every
+// default filled and relative paths (data_dir, tls.cert, tls.key,
+// nats.credentials, file: secrets) resolved against the file's directory.
+// getenv supplies ${VAR} values (pass os.Getenv; nil means an empty
+// environment). It does not validate: call Validate or Check.
+//
+// A file that cannot be read gives an error wrapping the os error. Problems
+// in its content give a Problems error listing every one found, each naming
+// its key and line.
+func Load(path string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, dir, getenv)
+}
+
+// Parse is Load on bytes already read: baseDir stands for the file's
+// directory ("" leaves relative paths relative to the working directory).
+// It never panics, whatever data holds.
+func Parse(data []byte, baseDir string, getenv func(string) string) (*Config, error) {
+	return parse(data, baseDir, getenv, readSecretFile)
+}
+
+// parse is Parse with the file: reader passed in, so the fuzz target does
+// not read whatever files random input names.
+func parse(data []byte, baseDir string, getenv func(string) string, readFile func(baseDir, path string) (string, error)) (*Config, error) {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	d := newDecoder(baseDir, getenv, readFile)
+	c := &Config{}
+	d.decodeDocument(data, c)
+	if len(d.problems) > 0 {
+		return nil, d.problems
+	}
+	c.src = &source{lines: d.lines}
+	c.setDefaults(func(key string) bool { return d.set[key] })
+	c.resolvePaths(baseDir)
+	return c, nil
+}
+
+// resolvePaths makes relative file paths relative to the config file, so
+// the meaning of a config does not depend on where hookgate is started.
+func (c *Config) resolvePaths(baseDir string) {
+	if baseDir == "" {
+		return
+	}
+	for _, p := range []*string{&c.NATS.Embedded.DataDir, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.NATS.Credentials} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(baseDir, *p)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// expand substitutes ${VAR} and ${VAR:-default} in s; $$ is a literal $,
+// and a $ followed by anything else is kept as is. getenv cannot tell an
+// empty variable from an unset one (os.Getenv's signature), so empty counts
+// as unset: ${VAR} is then an error and ${VAR:-default} gives default, as
+// in the shell. Defaults are literal text up to the first }: no nesting.
+// Errors never quote s, which may be a secret.
+func expand(s string, getenv func(string) string) (string, error) {
+	if !strings.Contains(s, "$") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(s, '$')
+		if i < 0 || i == len(s)-1 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:i])
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			s = s[i+2:]
+			continue
+		case '{':
+		default:
+			b.WriteByte('$')
+			s = s[i+1:]
+			continue
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", errors.New("unterminated ${ (write $$ for a literal $)")
+		}
+		expr := s[i+2 : i+end]
+		s = s[i+end+1:]
+		name, def, hasDef := strings.Cut(expr, ":-")
+		if !validVarName(name) {
+			return "", errors.New("invalid variable name in ${...}: want letters, digits and _ (write $$ for a literal $)")
+		}
+		v := getenv(name)
+		if v == "" {
+			if !hasDef {
+				return "", fmt.Errorf("environment variable %s is not set", name)
+			}
+			v = def
+		}
+		b.WriteString(v)
+	}
+}
+
+func validVarName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// maxSecretFile bounds a file: secret; real ones are tens of bytes.
+const maxSecretFile = 64 << 10
+
+// readSecretFile reads a file: secret, relative to baseDir, dropping one
+// trailing newline (echo and most editors add one). Only regular files are
+// read, so a path like /dev/stdin cannot hang startup. Errors name the path,
+// never the content.
+func readSecretFile(baseDir, path string) (string, error) {
+	if path == "" {
+		return "", errors.New("secret file: empty path after file:")
+	}
+	if !filepath.IsAbs(path) && baseDir != "" {
+		path = filepath.Join(baseDir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("secret file %s: not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	if err != nil {
+		return "", fmt.Errorf("secret file %s: %w", path, err)
+	}
+	if len(data) > maxSecretFile {
+		return "", fmt.Errorf("secret file %s: larger than %d bytes", path, maxSecretFile)
+	}
+	s := string(data)
+	if t, ok := strings.CutSuffix(s, "\n"); ok {
+		s = strings.TrimSuffix(t, "\r")
+	}
+	return s, nil
+}

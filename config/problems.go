@@ -1,0 +1,99 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Problem is one thing wrong with a config, tied to the key it concerns.
+type Problem struct {
+	// Key is the dotted path of the key, with list indexes:
+	// "providers.grantsgov.signature.secrets[0]". Empty for problems with
+	// the file as a whole (invalid YAML).
+	Key string
+	// Msg says what is wrong and, where it can, what is wanted. It never
+	// contains a secret.
+	Msg string
+	// Warning marks something legal but probably unintended; a config with
+	// only warnings is valid.
+	Warning bool
+	// Line is the key's line in the file, 0 when unknown (a defaulted key,
+	// a Config not made by Parse).
+	Line int
+}
+
+// String writes the problem as one line: "key: message", with "warning: "
+// before the message for a warning and " (line N)" after it when known.
+// Control characters are escaped so the line stays one line.
+func (p Problem) String() string {
+	var b strings.Builder
+	if p.Key != "" {
+		b.WriteString(p.Key)
+		b.WriteString(": ")
+	}
+	if p.Warning {
+		b.WriteString("warning: ")
+	}
+	b.WriteString(p.Msg)
+	if p.Line > 0 {
+		b.WriteString(" (line ")
+		b.WriteString(strconv.Itoa(p.Line))
+		b.WriteString(")")
+	}
+	return oneLine(b.String())
+}
+
+// oneLine escapes control characters (a provider name or a placeholder
+// with a newline in it), so that a problem stays one line of output.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Problems is every problem found, in file order for parse problems and
+// section order for Validate's. It is the error Parse, Load and Validate
+// return; get at it with errors.As.
+type Problems []Problem
+
+// Error joins the problems, one line each.
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Errors returns the problems that are not warnings.
+func (ps Problems) Errors() Problems {
+	var out Problems
+	for _, p := range ps {
+		if !p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Warnings returns the warnings.
+func (ps Problems) Warnings() Problems {
+	var out Problems
+	for _, p := range ps {
+		if p.Warning {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,479 @@
+package config
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxBodyLimit caps http.max_body_bytes: every body must also fit a NATS
+// message, and NATS advises against payloads beyond a few MiB.
+const maxBodyLimit = 64 << 20
+
+// Validate returns nil when c has no errors. Otherwise it returns a Problems
+// holding every error and every warning, so one run shows all there is to
+// fix. Warnings alone do not make c invalid; Check returns them.
+func (c *Config) Validate() error {
+	ps := c.Check()
+	if len(ps.Errors()) == 0 {
+		return nil
+	}
+	return ps
+}
+
+// Check returns every error and warning about c, nil when there are none.
+// It reads the files c names (tls.cert, tls.key, nats.credentials) to
+// report missing ones, and never prints a secret.
+func (c *Config) Check() Problems {
+	k := &checker{}
+	if c.src != nil {
+		k.lines = c.src.lines
+	}
+	c.checkHTTP(k)
+	c.checkNATS(k)
+	c.checkDedup(k)
+	c.checkRetention(k)
+	c.checkConsumer(k)
+	if !c.Roles.Gateway && !c.Roles.Consumer {
+		k.errorf("roles", "gateway and consumer are both false: nothing would run")
+	}
+	if len(c.Providers) == 0 {
+		k.warnf("providers", "no providers configured: every webhook would get 404")
+	}
+	names := make([]string, 0, len(c.Providers))
+	for name := range c.Providers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		checkProvider(k, name, c.Providers[name])
+	}
+	return k.ps
+}
+
+type checker struct {
+	lines map[string]int
+	ps    Problems
+}
+
+func (k *checker) add(warning bool, key, format string, args ...any) {
+	k.ps = append(k.ps, Problem{Key: key, Msg: fmt.Sprintf(format, args...), Warning: warning, Line: k.lineFor(key)})
+}
+
+func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
+func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
+
+// lineFor finds key's line, or its nearest given parent's (a problem with a
+// defaulted key points at the section that lacks it).
+func (k *checker) lineFor(key string) int {
+	for key != "" {
+		if l, ok := k.lines[key]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(key, ".[")
+		if i < 0 {
+			break
+		}
+		key = key[:i]
+	}
+	return 0
+}
+
+func (c *Config) checkHTTP(k *checker) {
+	h := c.HTTP
+	if h.Listen == "" {
+		k.errorf("http.listen", "required")
+	} else if err := checkHostPort(h.Listen); err != nil {
+		k.errorf("http.listen", "%v", err)
+	}
+	if h.AdminListen != "" {
+		if err := checkHostPort(h.AdminListen); err != nil {
+			k.errorf("http.admin_listen", "%v", err)
+		} else if h.AdminListen == h.Listen {
+			k.errorf("http.admin_listen", "same address as http.listen; leave it empty to serve /healthz, /readyz and /metrics on http.listen")
+		}
+	}
+	switch {
+	case h.TLS.Cert != "" && h.TLS.Key == "":
+		k.errorf("http.tls.key", "required when http.tls.cert is set")
+	case h.TLS.Key != "" && h.TLS.Cert == "":
+		k.errorf("http.tls.cert", "required when http.tls.key is set")
+	}
+	checkFile(k, "http.tls.cert", h.TLS.Cert)
+	checkFile(k, "http.tls.key", h.TLS.Key)
+	switch {
+	case h.MaxBodyBytes <= 0:
+		k.errorf("http.max_body_bytes", "must be > 0")
+	case h.MaxBodyBytes > maxBodyLimit:
+		k.errorf("http.max_body_bytes", "%d is above the limit of %s (a body must fit one NATS message)", h.MaxBodyBytes, formatBytes(maxBodyLimit))
+	}
+	for _, t := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"read_header", h.Timeouts.ReadHeader}, {"read", h.Timeouts.Read},
+		{"write", h.Timeouts.Write}, {"idle", h.Timeouts.Idle},
+	} {
+		if t.d <= 0 {
+			k.errorf("http.timeouts."+t.key, "must be > 0")
+		}
+	}
+}
+
+func (c *Config) checkNATS(k *checker) {
+	n := c.NATS
+	if n.URL != "" {
+		for i, u := range n.URLs() {
+			// The URL may hold a user and password: never quote it.
+			if !validNATSURL(u) {
+				k.errorf("nats.url", "entry %d is not a URL like nats://host:4222 (schemes nats, tls, ws, wss)", i+1)
+			}
+		}
+	}
+	if n.Credentials != "" {
+		if n.URL == "" {
+			k.warnf("nats.credentials", "ignored: it is for an external cluster and nats.url is empty")
+		}
+		checkFile(k, "nats.credentials", n.Credentials)
+	}
+	switch {
+	case n.Replicas < 1 || n.Replicas > 5:
+		k.errorf("nats.replicas", "must be from 1 to 5, got %d", n.Replicas)
+	case n.Replicas > 1 && n.URL == "":
+		k.errorf("nats.replicas", "%d needs nats.url (a cluster): the embedded server is a single node", n.Replicas)
+	}
+	e := n.Embedded
+	if e.Sync != SyncInterval && e.Sync != SyncAlways {
+		k.errorf("nats.embedded.sync", "unknown sync %q; want interval or always", e.Sync)
+	}
+	if n.URL == "" && e.DataDir == "" {
+		k.errorf("nats.embedded.data_dir", "required")
+	}
+	if e.Listen != "" {
+		if err := checkHostPort(e.Listen); err != nil {
+			k.errorf("nats.embedded.listen", "%v", err)
+		} else if n.URL != "" {
+			k.warnf("nats.embedded.listen", "ignored: nats.url is set, so no embedded server runs")
+		}
+	}
+}
+
+func validNATSURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Hostname() == "" {
+		return false
+	}
+	switch u.Scheme {
+	case "nats", "tls", "ws", "wss":
+		return true
+	}
+	return false
+}
+
+func (c *Config) checkDedup(k *checker) {
+	d := c.Dedup
+	if d.Horizon <= 0 {
+		k.errorf("dedup.horizon", "must be > 0")
+	}
+	switch {
+	case d.Window < time.Second:
+		k.errorf("dedup.window", "must be at least 1s")
+	case d.Horizon > 0 && d.Window > d.Horizon:
+		k.errorf("dedup.window", "%s exceeds dedup.horizon (%s); want window <= horizon", formatDuration(d.Window), formatDuration(d.Horizon))
+	}
+}
+
+func (c *Config) checkRetention(k *checker) {
+	r := c.Retention
+	for _, s := range []struct {
+		name   string
+		l      Limits
+		bodies bool // holds whole webhook bodies
+	}{
+		{"webhooks", r.Webhooks, true}, {"grants", r.Grants, true},
+		{"dlq", r.DLQ, true}, {"audit", r.Audit, false},
+	} {
+		key := "retention." + s.name
+		if s.l.MaxAge <= 0 {
+			k.errorf(key+".max_age", "must be > 0")
+		}
+		switch {
+		case s.l.MaxBytes <= 0:
+			k.errorf(key+".max_bytes", "must be > 0")
+		case s.bodies && c.HTTP.MaxBodyBytes > 0 && s.l.MaxBytes < c.HTTP.MaxBodyBytes:
+			k.errorf(key+".max_bytes", "%d is smaller than http.max_body_bytes (%d): one event would not fit", s.l.MaxBytes, c.HTTP.MaxBodyBytes)
+		}
+	}
+	if r.Webhooks.MaxAge > 0 && c.Dedup.Horizon > 0 && r.Webhooks.MaxAge < c.Dedup.Horizon {
+		k.errorf("retention.webhooks.max_age", "%s is shorter than dedup.horizon (%s); stored events must outlive their duplicate keys",
+			formatDuration(r.Webhooks.MaxAge), formatDuration(c.Dedup.Horizon))
+	}
+}
+
+func (c *Config) checkConsumer(k *checker) {
+	cs := c.Consumer
+	if cs.Workers < 1 {
+		k.errorf("consumer.workers", "must be at least 1, got %d", cs.Workers)
+	}
+	if cs.MaxDeliver < 1 {
+		k.errorf("consumer.max_deliver", "must be at least 1 (it counts the first attempt), got %d", cs.MaxDeliver)
+	}
+	if len(cs.Backoff) == 0 {
+		k.errorf("consumer.backoff", "must list at least one delay, like [1s, 5s, 30s]")
+	}
+	for i, d := range cs.Backoff {
+		if d <= 0 {
+			k.errorf(fmt.Sprintf("consumer.backoff[%d]", i), "must be > 0")
+		}
+	}
+}
+
+func validProviderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkProvider(k *checker, name string, p Provider) {
+	key := "providers." + name
+	if !validProviderName(name) {
+		k.errorf(key, "provider name must match [a-z0-9_-]+ (it is a URL path segment and a NATS subject token)")
+	}
+	checkSignature(k, key+".signature", p.Signature)
+	scheme := p.Signature.Scheme
+	known := slices.Contains(Schemes(), scheme)
+
+	if p.Account.Header != "" {
+		if err := checkHeaderName(p.Account.Header); err != nil {
+			k.errorf(key+".account.header", "%v", err)
+		}
+	}
+	if p.Account.JSON != "" {
+		checkBarePointer(k, key+".account.json", p.Account.JSON)
+	}
+
+	for i, e := range p.EventID {
+		ek := fmt.Sprintf("%s.event_id[%d]", key, i)
+		src, err := ParseSource(e)
+		if err != nil {
+			k.errorf(ek, "%v", err)
+			continue
+		}
+		if src.Kind == SourceHeader && known && !signsHeader(scheme, src.Name) {
+			k.warnf(ek, "header %s is not signed by the %s scheme: a captured body re-sent under a new id would pass as a new event (event_id: [] keys on the payload digest instead)", src.Name, scheme)
+		}
+	}
+
+	switch p.Fallback {
+	case FallbackDigest, FallbackReject:
+	case FallbackFields:
+		if len(p.KeyFields) == 0 {
+			k.errorf(key+".key_fields", "required with fallback: fields; list the JSON Pointers to hash, like [/grant_id, /status]")
+		}
+	default:
+		k.errorf(key+".fallback", "unknown fallback %q; want digest, fields or reject", p.Fallback)
+	}
+	for i, f := range p.KeyFields {
+		checkBarePointer(k, fmt.Sprintf("%s.key_fields[%d]", key, i), f)
+	}
+	if len(p.KeyFields) > 0 && p.Fallback != FallbackFields && p.Fallback != "" {
+		k.warnf(key+".key_fields", "ignored: fallback is %s, not fields", p.Fallback)
+	}
+
+	for _, s := range []struct{ name, v string }{
+		{"subject", p.Subject}, {"occurred_at", p.OccurredAt}, {"type", p.Type},
+	} {
+		if s.v == "" {
+			continue
+		}
+		if _, err := ParseSource(s.v); err != nil {
+			k.errorf(key+"."+s.name, "%v", err)
+		}
+	}
+
+	switch p.Ordering {
+	case OrderingNone:
+	case OrderingWatermark:
+		var missing []string
+		if p.Subject == "" {
+			missing = append(missing, "subject")
+		}
+		if p.OccurredAt == "" {
+			missing = append(missing, "occurred_at")
+		}
+		if len(missing) > 0 {
+			k.errorf(key+".ordering", "watermark needs subject and occurred_at; %s not set", strings.Join(missing, " and "))
+		}
+	default:
+		k.errorf(key+".ordering", "unknown ordering %q; want watermark or none", p.Ordering)
+	}
+
+	if tmpl, on := p.Effects.PublishTemplate(); on {
+		for _, msg := range checkPublish(tmpl) {
+			k.errorf(key+".effects.publish", "%s", msg)
+		}
+	}
+	checkForward(k, key+".effects.forward", p.Effects.Forward)
+}
+
+func checkSignature(k *checker, key string, s Signature) {
+	known := slices.Contains(Schemes(), s.Scheme)
+	switch {
+	case s.Scheme == "":
+		k.errorf(key+".scheme", "required; want one of %s", strings.Join(Schemes(), ", "))
+	case !known:
+		k.errorf(key+".scheme", "unknown scheme %q; want one of %s", s.Scheme, strings.Join(Schemes(), ", "))
+	}
+	if len(s.Secrets) == 0 {
+		k.errorf(key+".secrets", "at least one secret is required")
+	}
+	for i, sec := range s.Secrets {
+		sk := fmt.Sprintf("%s.secrets[%d]", key, i)
+		switch {
+		case sec == "":
+			k.errorf(sk, "empty secret")
+		case s.Scheme == SchemeStandardWebhooks && !validWhsec(sec):
+			k.errorf(sk, "not base64 after the optional whsec_ prefix, as standard-webhooks secrets are")
+		}
+		if j := slices.Index(s.Secrets[:i], sec); j >= 0 && sec != "" {
+			k.warnf(sk, "same secret as secrets[%d]", j)
+		}
+	}
+	if timestamped(s.Scheme) && s.Tolerance <= 0 {
+		k.errorf(key+".tolerance", "must be > 0: the %s scheme signs a timestamp", s.Scheme)
+	}
+	switch {
+	case s.Header != "":
+		if err := checkHeaderName(s.Header); err != nil {
+			k.errorf(key+".header", "%v", err)
+		} else if known && s.Scheme != SchemeHMACSHA256 {
+			k.warnf(key+".header", "ignored: only hmac-sha256 reads it, the scheme is %s", s.Scheme)
+		}
+	case s.Scheme == SchemeHMACSHA256:
+		k.errorf(key+".header", "required with hmac-sha256: the header carrying the hex or base64 digest")
+	}
+}
+
+// validWhsec reports whether s is a Standard Webhooks secret: base64,
+// optionally prefixed with whsec_, of at least one byte.
+func validWhsec(s Secret) bool {
+	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), "whsec_"))
+	return err == nil && len(b) > 0
+}
+
+func checkBarePointer(k *checker, key, p string) {
+	if strings.HasPrefix(p, "json:") || strings.HasPrefix(p, "header:") {
+		k.errorf(key, "want a bare JSON Pointer like /account_id, without a json: or header: prefix")
+		return
+	}
+	if err := CheckPointer(p); err != nil {
+		k.errorf(key, "%v", err)
+	}
+}
+
+func checkForward(k *checker, key string, f Forward) {
+	if f.URL != "" {
+		u, err := url.Parse(f.URL)
+		// The URL may hold credentials or a token: never quote it.
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+			k.errorf(key+".url", "want an absolute http:// or https:// URL")
+		}
+	}
+	if f.Timeout <= 0 {
+		k.errorf(key+".timeout", "must be > 0")
+	}
+	if f.Secret != "" {
+		if f.URL == "" {
+			k.warnf(key+".secret", "ignored: forward.url is empty, so nothing is forwarded")
+		}
+		if !validWhsec(f.Secret) {
+			k.errorf(key+".secret", "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
+		}
+	}
+}
+
+// publishPlaceholders are what a publish template may use.
+var publishPlaceholders = []string{"provider", "account", "subject", "type"}
+
+// checkPublish checks a publish template; it returns one message per fault.
+func checkPublish(t string) []string {
+	var msgs []string
+	if !strings.HasPrefix(t, "grants.") {
+		msgs = append(msgs, `must start with "grants." (the GRANTS stream binds grants.>)`)
+	}
+	var b strings.Builder
+	for rest := t; ; {
+		i := strings.IndexAny(rest, "{}")
+		if i < 0 {
+			b.WriteString(rest)
+			break
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		if rest[i] == '}' || j < 0 {
+			return append(msgs, "unbalanced { or }")
+		}
+		if name := rest[i+1 : i+j]; !slices.Contains(publishPlaceholders, name) {
+			msgs = append(msgs, fmt.Sprintf("unknown placeholder {%s}; want {provider}, {account}, {subject} or {type}", name))
+		}
+		b.WriteString(rest[:i])
+		b.WriteString("x") // any filled-in value is one or more valid tokens
+		rest = rest[i+j+1:]
+	}
+	for _, tok := range strings.Split(b.String(), ".") {
+		if tok == "" || strings.ContainsAny(tok, "*> \t\r\n") {
+			msgs = append(msgs, "not a valid NATS subject: no empty tokens, spaces, * or >")
+			break
+		}
+	}
+	return msgs
+}
+
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port like 127.0.0.1:8080, got %q", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+func checkFile(k *checker, key, path string) {
+	if path == "" {
+		return
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		k.errorf(key, "%v", err)
+	case fi.IsDir():
+		k.errorf(key, "%s is a directory, want a file", path)
+	}
+}
+
+// formatDuration writes d without time.Duration's trailing zero units:
+// 96h, not 96h0m0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

@@ -1,0 +1,379 @@
+package consumer
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/event"
+)
+
+// Standard Webhooks request headers and secret prefix
+// (https://www.standardwebhooks.com/).
+const (
+	forwardHeaderID        = "webhook-id"
+	forwardHeaderTimestamp = "webhook-timestamp"
+	forwardHeaderSignature = "webhook-signature"
+	forwardSecretPrefix    = "whsec_"
+)
+
+const (
+	// forwardMaxID bounds webhook-id, as the gateway bounds event ids:
+	// a longer key is sent as its evt# hash.
+	forwardMaxID = 200
+	// forwardDrainMax is how much of a response body is read so the
+	// connection can be reused; a longer body closes the connection.
+	forwardDrainMax = 64 << 10
+	// forwardMaxRetryAfter clamps a Retry-After: it is the receiver's wish,
+	// and a day is past any backoff the consumer would honour.
+	forwardMaxRetryAfter = 24 * time.Hour
+	// forwardIdleConns sizes the idle pool of the default client: one
+	// Forward talks to one host, and up to this many workers can keep a
+	// connection each without churning through new ones.
+	forwardIdleConns = 64
+)
+
+// ForwardOptions configures NewForward.
+type ForwardOptions struct {
+	// URL is the absolute http:// or https:// URL the event is POSTed to.
+	URL string
+	// Timeout bounds one request, from dialing through reading the response;
+	// it must be > 0.
+	Timeout time.Duration
+	// Secret, when set, signs each request the Standard Webhooks way:
+	// base64 of the key, optionally prefixed with whsec_.
+	Secret config.Secret
+	// Client sends the requests. nil: a client of this Forward's own,
+	// with keep-alive and an idle pool sized for many workers. Redirects
+	// are never followed, whichever client is used.
+	Client *http.Client
+	// Now is the clock for webhook-timestamp; nil: time.Now.
+	Now func() time.Time
+}
+
+// Forward is the forward Effect: it POSTs the event to a URL. It is safe
+// for concurrent use.
+type Forward struct {
+	url     string // as configured, used for requests
+	printed string // scheme://host/path, used in errors
+	redact  []string
+	timeout time.Duration
+	key     []byte // HMAC key; nil: unsigned
+	client  *http.Client
+	now     func() time.Time
+}
+
+var _ Effect = (*Forward)(nil)
+
+// NewForward checks o and returns the effect. Its errors never quote the
+// URL (it may hold credentials) nor the secret.
+func NewForward(o ForwardOptions) (*Forward, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" {
+		return nil, errors.New("forward url: want an absolute http:// or https:// URL")
+	}
+	if o.Timeout <= 0 {
+		return nil, errors.New("forward timeout: must be > 0")
+	}
+	f := &Forward{
+		url:     o.URL,
+		printed: u.Scheme + "://" + u.Host + u.EscapedPath(),
+		timeout: o.Timeout,
+		now:     o.Now,
+	}
+	// Belt and braces: transport errors are not expected to quote the
+	// URL, but if one did, these parts are cut out of it.
+	if u.RawQuery != "" {
+		f.redact = append(f.redact, u.RawQuery)
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		f.redact = append(f.redact, p)
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if o.Secret != "" {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(o.Secret.Reveal(), forwardSecretPrefix))
+		if err != nil || len(key) == 0 {
+			// The decoder's message holds only an offset; still, keep
+			// the text fixed so nothing about the secret can leak.
+			return nil, errors.New("forward secret: want base64 (standard alphabet, padded) after an optional whsec_ prefix")
+		}
+		f.key = key
+	}
+	client := o.Client
+	if client == nil {
+		client = &http.Client{Transport: newForwardTransport()}
+	}
+	// A copy, so the caller's client keeps its own redirect policy.
+	c := *client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	f.client = &c
+	return f, nil
+}
+
+func newForwardTransport() *http.Transport {
+	// DefaultTransport's dialer, proxy-from-environment, HTTP/2 and TLS
+	// handshake timeout, with an idle pool past its 2 per host.
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = forwardIdleConns
+	t.MaxIdleConnsPerHost = forwardIdleConns
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+// ForwardError is the error of a forward that did not get a 2xx. A
+// retryable one is returned as is; any other is wrapped with Permanent.
+// Use errors.As to read it (for metrics, or to honour RetryAfter).
+type ForwardError struct {
+	// URL is scheme://host/path of the target: no userinfo, query or
+	// fragment, which may hold credentials.
+	URL string
+	// Status is the HTTP status of the response; 0 when none arrived.
+	Status int
+	// Retryable reports a failure worth retrying: 408, 429, 5xx, a
+	// timeout or a connection error.
+	Retryable bool
+	// RetryAfter is the delay a 429 or 503 asked for in Retry-After
+	// (seconds or an HTTP date), clamped to 24h; 0 when absent.
+	RetryAfter time.Duration
+	// Err is what failed when no response arrived (a dial error,
+	// context.DeadlineExceeded, context.Canceled); nil otherwise.
+	Err error
+
+	detail string
+}
+
+// Error reads like "forward: POST https://host/path: 503 Service Unavailable".
+func (e *ForwardError) Error() string { return "forward: POST " + e.URL + ": " + e.detail }
+
+// Unwrap returns Err.
+func (e *ForwardError) Unwrap() error { return e.Err }
+
+// Apply POSTs ev.Body unmodified to the URL with the original Content-Type
+// (application/octet-stream when there was none), Idempotency-Key: ev.Key,
+// every Hookgate-* header of ev.Header, and with a secret the Standard
+// Webhooks signature headers. webhook-id is ev.Key, or "evt#" and the
+// SHA-256 hex of the key when the key has a byte outside 0x21-0x7E or is
+// longer than 200 bytes.
+//
+// A 2xx response returns nil. 408, 429, 5xx, a timeout (ForwardOptions.
+// Timeout or ctx) and connection errors return a *ForwardError to retry.
+// Any other status, 3xx included (redirects are not followed), and an
+// event that cannot be sent as HTTP headers (a byte no header may hold)
+// return Permanent wrapping a *ForwardError.
+func (f *Forward) Apply(ctx context.Context, ev Event) error {
+	header, err := f.header(ev)
+	if err != nil {
+		return Permanent(&ForwardError{URL: f.printed, detail: err.Error()})
+	}
+
+	reqCtx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, f.url, bytes.NewReader(ev.Body))
+	if err != nil {
+		// The URL was checked at construction; only an odd URL the
+		// parser accepts and the client does not can land here.
+		return Permanent(&ForwardError{URL: f.printed, detail: "cannot build the request"})
+	}
+	req.Header = header
+
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return f.transportError(ctx, reqCtx, err)
+	}
+	// Read a little of the body so the connection goes back to the pool.
+	_, _ = io.CopyN(io.Discard, resp.Body, forwardDrainMax)
+	resp.Body.Close()
+
+	code := resp.StatusCode
+	if code >= 200 && code <= 299 {
+		return nil
+	}
+	fe := &ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code)}
+	switch {
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code <= 599):
+		fe.Retryable = true
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			fe.RetryAfter = forwardRetryAfter(resp.Header.Get("Retry-After"), f.now())
+		}
+		return fe
+	case code >= 300 && code <= 399:
+		fe.detail += " (redirects are not followed; configure the final URL)"
+	}
+	return Permanent(fe)
+}
+
+// header builds the request headers, or says why ev cannot be sent.
+func (f *Forward) header(ev Event) (http.Header, error) {
+	if ev.Key == "" || !forwardHeaderValueOK(ev.Key) {
+		return nil, errors.New("the key cannot be sent as Idempotency-Key: empty or a control byte")
+	}
+	h := make(http.Header, 8)
+	for name, values := range ev.Header {
+		// Stored headers may come back from NATS in any case.
+		if len(name) < len(event.HeaderPrefix) || !strings.EqualFold(name[:len(event.HeaderPrefix)], event.HeaderPrefix) {
+			continue
+		}
+		if !forwardHeaderNameOK(name) {
+			return nil, fmt.Errorf("header %.80q: not a valid HTTP header name", name)
+		}
+		for _, v := range values {
+			if !forwardHeaderValueOK(v) {
+				return nil, fmt.Errorf("header %s: value has a control byte no HTTP header may hold", name)
+			}
+			h.Add(name, v)
+		}
+	}
+	ct := forwardHeaderGet(ev.Header, "Content-Type")
+	if ct == "" {
+		ct = "application/octet-stream"
+	} else if !forwardHeaderValueOK(ct) {
+		return nil, errors.New("header Content-Type: value has a control byte no HTTP header may hold")
+	}
+	h.Set("Content-Type", ct)
+	h.Set("Idempotency-Key", ev.Key)
+	h.Set("User-Agent", "hookgate")
+	if f.key != nil {
+		id := forwardWebhookID(ev.Key)
+		ts := strconv.FormatInt(f.now().Unix(), 10)
+		m := hmac.New(sha256.New, f.key)
+		m.Write([]byte(id))
+		m.Write([]byte{'.'})
+		m.Write([]byte(ts))
+		m.Write([]byte{'.'})
+		m.Write(ev.Body)
+		// Lower-case names, as the spec writes them; set directly so Go
+		// does not canonicalize them (HTTP names are case-insensitive
+		// anyway, and HTTP/2 lower-cases every name).
+		h[forwardHeaderID] = []string{id}
+		h[forwardHeaderTimestamp] = []string{ts}
+		h[forwardHeaderSignature] = []string{"v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))}
+	}
+	return h, nil
+}
+
+// forwardWebhookID is the key when it is safe as a webhook-id (printable
+// ASCII without space, at most 200 bytes), else "evt#" and its SHA-256 hex,
+// the way the gateway hashes an unsafe event id.
+func forwardWebhookID(key string) string {
+	safe := len(key) <= forwardMaxID
+	for i := 0; safe && i < len(key); i++ {
+		safe = key[i] >= 0x21 && key[i] <= 0x7E
+	}
+	if safe {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "evt#" + hex.EncodeToString(sum[:])
+}
+
+// forwardHeaderGet is h.Get, tolerating names stored in any case.
+func forwardHeaderGet(h http.Header, name string) string {
+	if v := h.Get(name); v != "" {
+		return v
+	}
+	for k, vs := range h {
+		if strings.EqualFold(k, name) && len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return ""
+}
+
+// forwardHeaderValueOK mirrors what net/http refuses to send: control
+// bytes other than tab, and DEL.
+func forwardHeaderValueOK(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < 0x20 && b != '\t') || b == 0x7F {
+			return false
+		}
+	}
+	return true
+}
+
+// forwardHeaderNameOK reports whether name is an HTTP token (RFC 9110).
+func forwardHeaderNameOK(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		b := name[i]
+		switch {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// transportError classifies a failure without a response. All are
+// retryable: the receiver may never have seen the request, and one that
+// did dedups on Idempotency-Key. ctx is Apply's context, reqCtx the
+// request's, which adds the timeout.
+func (f *Forward) transportError(ctx, reqCtx context.Context, err error) error {
+	// A *url.Error quotes the whole URL, query included: keep its cause.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	fe := &ForwardError{URL: f.printed, Retryable: true, Err: err}
+	// Once a context is done the client reports that in several ways
+	// (the context's error, "request canceled", a closed connection): go
+	// by the contexts themselves.
+	switch {
+	case ctx.Err() != nil:
+		fe.Err = ctx.Err()
+		fe.detail = "gave up: " + ctx.Err().Error()
+	case reqCtx.Err() != nil:
+		fe.Err = reqCtx.Err()
+		fe.detail = "no response within " + f.timeout.String()
+	default:
+		fe.detail = err.Error()
+		for _, s := range f.redact {
+			fe.detail = strings.ReplaceAll(fe.detail, s, "REDACTED")
+		}
+	}
+	return fe
+}
+
+func forwardStatusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return strconv.Itoa(code) + " " + t
+	}
+	return strconv.Itoa(code)
+}
+
+// forwardRetryAfter reads Retry-After as delay-seconds or an HTTP date;
+// 0 when absent, malformed or in the past.
+func forwardRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n >= uint64(forwardMaxRetryAfter/time.Second) {
+			return forwardMaxRetryAfter // only a range error is possible
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return min(max(t.Sub(now), 0), forwardMaxRetryAfter)
+	}
+	return 0
+}
