@@ -67,7 +67,7 @@ type ForwardOptions struct {
 // for concurrent use.
 type Forward struct {
 	url     string // as configured, used for requests
-	printed string // scheme://host/path, used in errors
+	printed string // scheme://host, used in errors: paths may hold tokens (Slack-style hook URLs)
 	redact  []string
 	timeout time.Duration
 	key     []byte // HMAC key; nil: unsigned
@@ -89,7 +89,7 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	}
 	f := &Forward{
 		url:     o.URL,
-		printed: u.Scheme + "://" + u.Host + u.EscapedPath(),
+		printed: u.Scheme + "://" + u.Host,
 		timeout: o.Timeout,
 		now:     o.Now,
 	}
@@ -138,8 +138,9 @@ func newForwardTransport() *http.Transport {
 // retryable one is returned as is; any other is wrapped with Permanent.
 // Use errors.As to read it (for metrics, or to honour RetryAfter).
 type ForwardError struct {
-	// URL is scheme://host/path of the target: no userinfo, query or
-	// fragment, which may hold credentials.
+	// URL is scheme://host of the target: no userinfo, path, query or
+	// fragment, which may hold credentials (Slack-style hook URLs carry a
+	// token in the path).
 	URL string
 	// Status is the HTTP status of the response; 0 when none arrived.
 	Status int

@@ -368,7 +368,7 @@ func TestForwardStatus(t *testing.T) {
 				t.Errorf("ForwardError = {Status %d, Retryable %v, RetryAfter %v, Err %v}, want {%d, %v, %v, nil}",
 					fe.Status, fe.Retryable, fe.RetryAfter, fe.Err, tt.status, tt.want == retry, tt.wantAfter)
 			}
-			want := fmt.Sprintf("forward: POST %s/hook: %d", srv.URL, tt.status)
+			want := fmt.Sprintf("forward: POST %s: %d", srv.URL, tt.status)
 			if text := http.StatusText(tt.status); text != "" {
 				want += " " + text
 			}
@@ -437,7 +437,7 @@ func TestForwardTimeout(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Apply = %v, want it to wrap context.DeadlineExceeded", err)
 		}
-		want := "forward: POST " + srv.URL + "/hook: no response within 200ms"
+		want := "forward: POST " + srv.URL + ": no response within 200ms"
 		if err.Error() != want {
 			t.Errorf("error = %q, want %q", err, want)
 		}
@@ -487,7 +487,7 @@ func TestForwardConnectionRefused(t *testing.T) {
 	if !errors.As(err, &opErr) {
 		t.Errorf("Apply = %v, want it to wrap the *net.OpError", err)
 	}
-	if want := "forward: POST http://" + addr + "/hook: "; !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "refused") {
+	if want := "forward: POST http://" + addr + ": "; !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("error = %q, want %q and connection refused", err, want)
 	}
 }
@@ -576,7 +576,7 @@ func TestForwardErrorsHideSecrets(t *testing.T) {
 			ev.Header.Set("Hookgate-Test", mode)
 			err := f.Apply(t.Context(), ev)
 			check(t, err)
-			if want := "forward: POST " + srv.URL + "/hook: "; err != nil && !strings.Contains(err.Error(), want) {
+			if want := "forward: POST " + srv.URL + ": "; err != nil && !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not name %q", err, want)
 			}
 		})
