@@ -55,6 +55,11 @@ Usage:
   hookgate config check FILE              validate a config, one line per problem
   hookgate sign --config FILE --provider P [--id ID] [--timestamp UNIX] < body
                                           print the headers P's scheme would send
+  hookgate replay --config FILE [--since T] [--until T] [--from-seq N] [--to-seq N]
+                  [--provider P] [--subject S] [--dry-run] [--redeliver] [--force]
+                                          re-feed stored events through the consumer rules
+  hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--dry-run]
+                                          dead letters: inspect and re-feed
   hookgate version
 
 HOOKGATE_CONFIG may stand in for --config.
@@ -76,6 +81,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runConfigCheck(args[2:], getenv, stdout)
 	case "sign":
 		return runSign(args[1:], getenv, stdin, stdout, stderr)
+	case "replay":
+		return runReplay(ctx, args[1:], getenv, stdout, stderr)
+	case "dlq":
+		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookgate", version)
 		return nil

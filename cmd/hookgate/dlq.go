@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+const dlqUsage = "want 'hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--dry-run]'"
+
+func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("dlq: %s", dlqUsage)
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	provider := fs.String("provider", "", "list: only this provider")
+	reason := fs.String("reason", "", "list: only letters whose reason contains this")
+	all := fs.Bool("all", false, "replay: every letter")
+	dryRun := fs.Bool("dry-run", false, "replay: print decisions, change nothing")
+	// Flags may come before or after the sequence numbers.
+	var seqs []uint64
+	rest := args[1:]
+	for len(rest) > 0 {
+		if err := fs.Parse(rest); err != nil {
+			return usagef("dlq %s: %v", sub, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		n, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+		if err != nil || n == 0 {
+			return usagef("dlq %s: %q is not a DLQ sequence number", sub, fs.Arg(0))
+		}
+		seqs = append(seqs, n)
+		rest = fs.Args()[1:]
+	}
+	switch sub {
+	case "list":
+		if len(seqs) > 0 {
+			return usagef("dlq list takes no sequence numbers")
+		}
+	case "show":
+		if len(seqs) != 1 {
+			return usagef("dlq show: want exactly one SEQ")
+		}
+	case "replay":
+		if (len(seqs) == 0) == !*all {
+			return usagef("dlq replay: give SEQ... or --all, not both or neither")
+		}
+	default:
+		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := cliContext(ctx)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys, err := openForCLI(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+
+	switch sub {
+	case "list":
+		return dlqList(ctx, sys, *provider, *reason, stdout)
+	case "show":
+		return dlqShow(ctx, sys, seqs[0], stdout)
+	}
+
+	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
+	auditCtx, stopAudit := context.WithCancel(context.Background())
+	auditDone := make(chan struct{})
+	go func() { _ = audit.Run(auditCtx); close(auditDone) }()
+	defer func() { stopAudit(); <-auditDone }()
+
+	rec := &letterRecorder{}
+	o := processorOptions(cfg)
+	o.MaxDeliver = 1 // one synchronous attempt: a failure is re-appended at once
+	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
+		rec.next = d
+		return rec
+	})
+	if err != nil {
+		return err
+	}
+	if *all {
+		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, jetstream.Range{}, func(m jetstream.StoredMsg, _ uint64) error {
+			seqs = append(seqs, m.Seq)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("dlq replay: %w", err)
+		}
+	}
+	failed := 0
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tKEY\tRESULT\tREASON")
+	for _, seq := range seqs {
+		line, ok := dlqReplayOne(ctx, sys, proc, rec, audit, seq, *dryRun)
+		if !ok {
+			failed++
+		}
+		fmt.Fprintln(tw, line)
+	}
+	_ = tw.Flush()
+	verb := "re-fed"
+	if *dryRun {
+		verb = "dry run, nothing changed:"
+	}
+	fmt.Fprintf(stdout, "%s %d letters: %d resolved, %d failed again\n", verb, len(seqs), len(seqs)-failed, failed)
+	if failed > 0 {
+		return silentError{1}
+	}
+	return nil
+}
+
+// letterRecorder passes dead letters on and remembers the last sequence,
+// so a re-fed letter that fails again can be reported old -> new.
+type letterRecorder struct {
+	next consumer.DeadLetters
+	seq  uint64
+}
+
+func (r *letterRecorder) DeadLetter(ctx context.Context, ev consumer.Event, reason string, deliveries int) (uint64, error) {
+	seq, err := r.next.DeadLetter(ctx, ev, reason, deliveries)
+	r.seq = seq
+	return seq, err
+}
+
+// letterEvent rebuilds the event a letter holds, without the letter's own
+// headers.
+func letterEvent(m jetstream.StoredMsg) consumer.Event {
+	stored, _ := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64)
+	h := m.Header
+	ev := jetstream.EventFromMsg(h, m.Body, stored)
+	hdr := ev.Header.Clone()
+	hdr.Del(event.HeaderDlqReason)
+	hdr.Del(event.HeaderDlqDeliveries)
+	hdr.Del(event.HeaderStoredSeq)
+	hdr.Set(event.HeaderDlqPreviousSeq, strconv.FormatUint(m.Seq, 10))
+	ev.Header = hdr
+	return ev
+}
+
+// dlqReplayOne re-feeds one letter. ok is false when it failed again (or
+// could not be re-fed at all).
+func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dryRun bool) (string, bool) {
+	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrNotFound) {
+			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), false
+		}
+		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), false
+	}
+	ev := letterEvent(m)
+	if dryRun {
+		j, err := proc.Judge(ctx, ev, 0)
+		if err != nil {
+			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), false
+		}
+		d := j.Decision
+		if d == consumer.Applied {
+			d = "apply"
+		}
+		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), true
+	}
+	rec.seq = 0
+	out := proc.ProcessOnce(ctx, ev, 1)
+	rec1 := func(decision, reason string) {
+		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: decision, Provider: ev.Provider, Account: ev.Account,
+			Key: ev.Key, Seq: seq, Reason: reason, Actor: event.ActorOperator})
+	}
+	switch out.Decision {
+	case consumer.Retry:
+		// Not decided (KV or NATS trouble): the letter stays as it is.
+		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), false
+	case consumer.DeadLettered:
+		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)
+		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
+			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), false
+		}
+		rec1(event.DecisionDlqRemoved, fmt.Sprintf("re-appended as %d", rec.seq))
+		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), false
+	}
+	rec1(event.DecisionDlqRefed, out.Decision)
+	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
+		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), false
+	}
+	rec1(event.DecisionDlqRemoved, out.Decision)
+	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), true
+}
+
+func dlqList(ctx context.Context, sys *system, provider, reason string, stdout io.Writer) error {
+	r := jetstream.Range{}
+	if provider != "" {
+		r.Filter = "dlq." + provider + ".>"
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tKEY\tPROVIDER\tREASON\tDELIVERIES\tTIME")
+	n := 0
+	err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, r, func(m jetstream.StoredMsg, _ uint64) error {
+		why := m.Header.Get(event.HeaderDlqReason)
+		if reason != "" && !strings.Contains(why, reason) {
+			return nil
+		}
+		n++
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Header.Get(event.HeaderKey), m.Header.Get(event.HeaderProvider),
+			truncateReason(why, 80), m.Header.Get(event.HeaderDlqDeliveries), m.Time.UTC().Format(time.RFC3339))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dlq list: %w", err)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(stdout, "%d letters\n", n)
+	return nil
+}
+
+func truncateReason(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func dlqShow(ctx context.Context, sys *system, seq uint64, stdout io.Writer) error {
+	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
+	if errors.Is(err, jetstream.ErrNotFound) {
+		return fmt.Errorf("dlq show: no letter %d in DLQ (see 'hookgate dlq list')", seq)
+	}
+	if err != nil {
+		return fmt.Errorf("dlq show: %w", err)
+	}
+	fmt.Fprintf(stdout, "seq: %d\nsubject: %s\ntime: %s\n\n", m.Seq, m.Subject, m.Time.UTC().Format(time.RFC3339Nano))
+	names := make([]string, 0, len(m.Header))
+	for k := range m.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range m.Header[k] {
+			fmt.Fprintf(stdout, "%s: %s\n", k, v)
+		}
+	}
+	fmt.Fprintf(stdout, "\n%s\n", m.Body)
+	return nil
+}

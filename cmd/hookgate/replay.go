@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// Replay decisions printed per event (CONTRACT.md, replay).
+const (
+	decApply         = "apply"
+	decApplied       = "applied"
+	decRedelivered   = "redelivered"
+	decFailed        = "failed"
+	decSkippedReason = "skipped: beyond the horizon (use --force)"
+)
+
+func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	since := fs.String("since", "", "RFC 3339 time or duration back from now (2h)")
+	until := fs.String("until", "", "RFC 3339 time or duration back from now")
+	fromSeq := fs.Uint64("from-seq", 0, "first WEBHOOKS sequence")
+	toSeq := fs.Uint64("to-seq", 0, "last WEBHOOKS sequence")
+	provider := fs.String("provider", "", "only this provider")
+	subject := fs.String("subject", "", "only events with this subject (the raw value)")
+	dryRun := fs.Bool("dry-run", false, "print decisions, change nothing")
+	redeliver := fs.Bool("redeliver", false, "re-run forward for already-applied events")
+	force := fs.Bool("force", false, "also events stored longer ago than the horizon")
+	if err := fs.Parse(args); err != nil {
+		return usagef("replay: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("replay: unexpected argument %q", fs.Arg(0))
+	}
+	now := time.Now()
+	r := jetstream.Range{FromSeq: *fromSeq, ToSeq: *toSeq}
+	var err error
+	if r.Since, err = parseWhen(*since, now); err != nil {
+		return usagef("replay: --since: %v", err)
+	}
+	if r.Until, err = parseWhen(*until, now); err != nil {
+		return usagef("replay: --until: %v", err)
+	}
+	if *toSeq > 0 && *fromSeq > *toSeq {
+		return usagef("replay: --from-seq %d is after --to-seq %d", *fromSeq, *toSeq)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	if *provider != "" {
+		if _, ok := cfg.Providers[*provider]; !ok {
+			return fmt.Errorf("replay: --provider %q is not in the config", *provider)
+		}
+		r.Filter = "webhooks." + *provider + ".>"
+	}
+
+	ctx, cancel := cliContext(ctx)
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys, err := openForCLI(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
+	auditCtx, stopAudit := context.WithCancel(context.Background())
+	auditDone := make(chan struct{})
+	go func() { _ = audit.Run(auditCtx); close(auditDone) }()
+	defer func() { stopAudit(); <-auditDone }()
+
+	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, audit, processorOptions(cfg), nil)
+	if err != nil {
+		return err
+	}
+	forwards := map[string]consumer.Effect{}
+	for name, pc := range cfg.Providers {
+		if pc.Effects.Forward.URL != "" {
+			f, err := consumer.NewForward(consumer.ForwardOptions{URL: pc.Effects.Forward.URL, Timeout: pc.Effects.Forward.Timeout, Secret: pc.Effects.Forward.Secret})
+			if err != nil {
+				return err
+			}
+			forwards[name] = f
+		}
+	}
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tKEY\tDECISION\tREASON")
+	counts := map[string]int{}
+	progress := newProgress(stderr)
+	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
+		ev := jetstream.EventFromMsg(m.Header, m.Body, m.Seq)
+		if ev.ReceivedAt.IsZero() {
+			ev.ReceivedAt = m.Time
+		}
+		if *subject != "" && ev.Subject != *subject {
+			return nil
+		}
+		decision, reason := replayOne(ctx, proc, forwards, audit, cfg, ev, *dryRun, *redeliver, *force)
+		counts[decision]++
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
+		progress.step(total)
+		return nil
+	})
+	progress.done()
+	_ = tw.Flush()
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	fmt.Fprintln(stdout, summary(counts, *dryRun))
+	if counts[decFailed] > 0 {
+		return silentError{1}
+	}
+	return nil
+}
+
+// replayOne decides (dry run) or re-feeds one event. Re-feeding goes
+// through the same rules as the consumer, so an applied event stays
+// applied once: it is reported already-applied.
+func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
+	horizon := cfg.Dedup.Horizon
+	if force {
+		horizon = 0
+	}
+	j, err := proc.Judge(ctx, ev, horizon)
+	if err != nil {
+		return decFailed, err.Error()
+	}
+	if j.Decision == consumer.BeyondHorizon {
+		return consumer.BeyondHorizon, j.Reason
+	}
+	if dryRun {
+		d := j.Decision
+		if d == consumer.Applied {
+			d = decApply
+		}
+		if d == consumer.AlreadyApplied && redeliver {
+			if _, ok := forwards[ev.Provider]; ok {
+				d = "redeliver"
+			}
+		}
+		return d, j.Reason
+	}
+	if j.Decision == consumer.AlreadyApplied && redeliver {
+		f, ok := forwards[ev.Provider]
+		if !ok {
+			return consumer.AlreadyApplied, "no forward effect configured to redeliver"
+		}
+		if err := f.Apply(ctx, ev); err != nil {
+			return decFailed, "redeliver: " + err.Error()
+		}
+		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionRedelivered, Provider: ev.Provider,
+			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Actor: event.ActorOperator})
+		return decRedelivered, ""
+	}
+	out := proc.ProcessOnce(ctx, ev, 1)
+	decision := out.Decision
+	if decision == consumer.Retry {
+		decision = decFailed
+	}
+	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
+		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
+	return decision, out.Reason
+}
+
+func summary(counts map[string]int, dryRun bool) string {
+	names := make([]string, 0, len(counts))
+	total := 0
+	for k, n := range counts {
+		names = append(names, k)
+		total += n
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	verb := "replayed"
+	if dryRun {
+		verb = "dry run, nothing changed:"
+	}
+	if total == 0 {
+		return verb + " 0 events"
+	}
+	return fmt.Sprintf("%s %d events: %s", verb, total, strings.Join(parts, ", "))
+}
+
+// parseWhen reads RFC 3339 or a duration back from now ("2h", "3d").
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := config.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration like 2h", s)
+	}
+	return now.Add(-d), nil
+}
+
+// progress draws "N/M" on a terminal's stderr; quiet otherwise.
+type progress struct {
+	w   io.Writer
+	tty bool
+	n   uint64
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) step(total uint64) {
+	p.n++
+	if !p.tty || (p.n%100 != 0 && p.n != total) {
+		return
+	}
+	const width = 30
+	filled := 0
+	if total > 0 {
+		filled = int(min(p.n, total) * width / total)
+	}
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.n, total)
+}
+
+func (p *progress) done() {
+	if p.tty && p.n > 0 {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// target is a forward receiver whose health the test switches.
+type target struct {
+	srv     *httptest.Server
+	healthy atomic.Bool
+	mu      sync.Mutex
+	ok      []string // Idempotency-Key of each request answered 2xx
+	failed  int
+}
+
+func newTarget(t testing.TB) *target {
+	tg := &target{}
+	tg.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		if !tg.healthy.Load() {
+			tg.failed++
+			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+			return
+		}
+		tg.ok = append(tg.ok, r.Header.Get("Idempotency-Key"))
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(tg.srv.Close)
+	return tg
+}
+
+func (tg *target) delivered() []string {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return append([]string(nil), tg.ok...)
+}
+
+func (tg *target) failures() int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.failed
+}
+
+// cli runs a hookgate operator command and returns its stdout, stderr and
+// exit code.
+func cli(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("hookgate %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return out.String(), errb.String(), code
+}
+
+func streamMsgs(t testing.TB, e *env, stream string) uint64 {
+	t.Helper()
+	j := natsClient(t, e.natsURL, natsToken)
+	s, err := j.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func operatorEnv(t testing.TB, forwardURL string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	e := &env{dir: dir, cfgPath: filepath.Join(dir, "hookgate.yaml"), natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
+	cfg := fmt.Sprintf(`http:
+  listen: "127.0.0.1:0"
+nats:
+  embedded:
+    data_dir: %q
+    listen: "127.0.0.1:%d"
+    token: %q
+consumer:
+  workers: 2
+  max_deliver: 2
+  backoff: [100ms]
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: [%q] }
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    type: "json:/type"
+    effects:
+      forward: { url: %q, timeout: 2s }
+`, filepath.Join(dir, "data"), port, natsToken, grantsSecret, forwardURL)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A dead letter from a failing forward target is re-fed after the target
+// recovers and delivered exactly once; replay never applies twice; dry
+// runs change nothing; --redeliver re-runs forward with the same key.
+func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
+	tg := newTarget(t)
+	e := operatorEnv(t, tg.srv.URL+"/hooks")
+	hg := start(t, e.cfgPath)
+	url := hg.baseURL + "/webhooks/grants"
+
+	body := []byte(`{"grant_id":"G-42","type":"award.disbursed","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "msg_dlq", body), body), 200, "status", "accepted")
+
+	var list string
+	waitFor(t, "the event in DLQ after max_deliver failures", 30*time.Second, func() bool {
+		list, _, _ = cli(t, "dlq", "list", "--config", e.cfgPath)
+		return strings.Contains(list, "1 letters")
+	})
+	if !strings.Contains(list, "grants:default:evt:msg_dlq") || !strings.Contains(list, "503") {
+		t.Fatalf("dlq list:\n%s", list)
+	}
+	if n := tg.failures(); n != 2 {
+		t.Fatalf("forward attempts before dead-lettering = %d, want max_deliver = 2", n)
+	}
+	show, _, code := cli(t, "dlq", "show", "1", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(show, "Hookgate-Dlq-Reason:") || !strings.Contains(show, `"grant_id":"G-42"`) {
+		t.Fatalf("dlq show (exit %d):\n%s", code, show)
+	}
+
+	// Still down: the letter fails again, is re-appended, old -> new.
+	out, _, code := cli(t, "dlq", "replay", "1", "--config", e.cfgPath)
+	if code != 1 || !strings.Contains(out, "1 -> 2") || !strings.Contains(out, "failed again") {
+		t.Fatalf("dlq replay while down (exit %d):\n%s", code, out)
+	}
+	// A dry run changes nothing.
+	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "apply") {
+		t.Fatalf("dlq replay --dry-run (exit %d):\n%s", code, out)
+	}
+	if got := tg.delivered(); len(got) != 0 {
+		t.Fatalf("dry run delivered %v", got)
+	}
+
+	tg.healthy.Store(true)
+	out, _, code = cli(t, "dlq", "replay", "--all", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "applied (removed)") {
+		t.Fatalf("dlq replay after recovery (exit %d):\n%s", code, out)
+	}
+	if got := tg.delivered(); len(got) != 1 || got[0] != "grants:default:evt:msg_dlq" {
+		t.Fatalf("deliveries after re-feed = %v, want exactly one with the event's key", got)
+	}
+	list, _, _ = cli(t, "dlq", "list", "--config", e.cfgPath)
+	if !strings.Contains(list, "0 letters") {
+		t.Fatalf("dlq list after re-feed:\n%s", list)
+	}
+	if n := streamMsgs(t, e, "GRANTS"); n != 1 {
+		t.Fatalf("GRANTS holds %d, want 1", n)
+	}
+
+	// A second event applies normally now.
+	body2 := []byte(`{"grant_id":"G-42","type":"award.closed","occurred_at":"2026-11-30T11:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "msg_2", body2), body2), 200, "status", "accepted")
+	waitFor(t, "the second event applied", 30*time.Second, func() bool { return len(tg.delivered()) == 2 })
+
+	out, _, code = cli(t, "replay", "--dry-run", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "dry run, nothing changed: 2 events: 2 already-applied") {
+		t.Fatalf("replay --dry-run (exit %d):\n%s", code, out)
+	}
+	out, _, code = cli(t, "replay", "--since", "1h", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "replayed 2 events: 2 already-applied") {
+		t.Fatalf("replay (exit %d):\n%s", code, out)
+	}
+	if n := len(tg.delivered()); n != 2 {
+		t.Fatalf("replay delivered again: %d deliveries, want 2", n)
+	}
+	if n := streamMsgs(t, e, "GRANTS"); n != 2 {
+		t.Fatalf("GRANTS holds %d after replay, want 2", n)
+	}
+
+	out, _, code = cli(t, "replay", "--redeliver", "--from-seq", "2", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "redelivered") {
+		t.Fatalf("replay --redeliver (exit %d):\n%s", code, out)
+	}
+	got := tg.delivered()
+	if len(got) != 3 || got[2] != "grants:default:evt:msg_2" {
+		t.Fatalf("deliveries after --redeliver = %v; want msg_2 again with its key", got)
+	}
+	if n := streamMsgs(t, e, "GRANTS"); n != 2 {
+		t.Fatalf("GRANTS holds %d after --redeliver, want 2 (forward only)", n)
+	}
+
+	// Usage and user errors: exit 2 and 1 with one line naming the fix.
+	if _, errOut, code := cli(t, "replay", "--since", "yesterday", "--config", e.cfgPath); code != 2 || !strings.Contains(errOut, "--since") {
+		t.Fatalf("bad --since: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := cli(t, "dlq", "show", "99", "--config", e.cfgPath); code != 1 || !strings.Contains(errOut, "no letter 99") {
+		t.Fatalf("unknown seq: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := cli(t, "replay"); code != 2 || !strings.Contains(errOut, "--config") {
+		t.Fatalf("no config: exit %d, %q", code, errOut)
+	}
+}
