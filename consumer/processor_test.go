@@ -164,9 +164,9 @@ func TestWatermarkRules(t *testing.T) {
 	audit := &auditLog{}
 	for _, e := range []ev{
 		{"k-approved", "G-1", "2026-11-30T11:00:00Z", "application.approved"},
-		{"k-submitted", "G-1", "2026-11-30T10:00:00Z", "application.submitted"}, // older: stale
+		{"k-submitted", "G-1", "2026-11-30T10:00:00Z", "application.submitted"},  // older: stale
 		{"k-amended", "G-1", "2026-11-30T12:00:00+01:00", "application.amended"}, // 11:00Z, equal instant, new key
-		{"k-award-a", "G-1", "1764504000", "award.disbursed"},                     // 2025-11-30T12:00:00Z... older
+		{"k-award-a", "G-1", "1764504000", "award.disbursed"},                    // 2025-11-30T12:00:00Z... older
 		{"k-other", "G-2", "2026-11-30T09:00:00", "application.submitted"},       // other grant, zone-less
 	} {
 		store(t, env, e)

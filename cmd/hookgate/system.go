@@ -19,7 +19,9 @@ type system struct {
 }
 
 func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
-	lim := func(l config.Limits) jetstream.Limits { return jetstream.Limits{MaxAge: l.MaxAge, MaxBytes: l.MaxBytes} }
+	lim := func(l config.Limits) jetstream.Limits {
+		return jetstream.Limits{MaxAge: l.MaxAge, MaxBytes: l.MaxBytes}
+	}
 	return jetstream.StreamsConfig{
 		Replicas:    cfg.NATS.Replicas,
 		Horizon:     cfg.Dedup.Horizon,
