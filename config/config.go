@@ -162,6 +162,17 @@ type Provider struct {
 	// Ordering is OrderingWatermark or OrderingNone.
 	Ordering string  `yaml:"ordering"`
 	Effects  Effects `yaml:"effects"`
+	// RateLimit caps authenticated requests; off by default.
+	RateLimit RateLimit `yaml:"rate_limit"`
+}
+
+// RateLimit is a token bucket per provider, applied after the signature
+// is verified (so a forger cannot spend a sender's budget): requests over
+// it get 429 with Retry-After. PerSecond 0 turns it off; Burst defaults
+// to PerSecond.
+type RateLimit struct {
+	PerSecond int `yaml:"per_second"`
+	Burst     int `yaml:"burst"`
 }
 
 // Signature is how a provider signs its requests.

@@ -265,6 +265,16 @@ func checkProvider(k *checker, name string, p Provider) {
 		checkBarePointer(k, key+".account.json", p.Account.JSON)
 	}
 
+	if p.RateLimit.PerSecond < 0 {
+		k.errorf(key+".rate_limit.per_second", "must be 0 (off) or more, got %d", p.RateLimit.PerSecond)
+	}
+	if p.RateLimit.Burst < 0 {
+		k.errorf(key+".rate_limit.burst", "must be 0 (= per_second) or more, got %d", p.RateLimit.Burst)
+	}
+	if p.RateLimit.PerSecond == 0 && p.RateLimit.Burst > 0 {
+		k.warnf(key+".rate_limit.burst", "ignored: rate_limit.per_second is 0 (off)")
+	}
+
 	for i, e := range p.EventID {
 		ek := fmt.Sprintf("%s.event_id[%d]", key, i)
 		src, err := ParseSource(e)

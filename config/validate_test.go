@@ -46,6 +46,10 @@ func TestValidate(t *testing.T) {
 		msg     string
 		warning bool
 	}{
+		// rate_limit
+		{"rate negative", p(func(p *Provider) { p.RateLimit.PerSecond = -1 }), "providers.p.rate_limit.per_second", "must be 0 (off) or more", false},
+		{"burst negative", p(func(p *Provider) { p.RateLimit = RateLimit{PerSecond: 5, Burst: -2} }), "providers.p.rate_limit.burst", "must be 0", false},
+		{"burst without rate", p(func(p *Provider) { p.RateLimit.Burst = 3 }), "providers.p.rate_limit.burst", "ignored", true},
 		// http
 		{"listen empty", func(c *Config) { c.HTTP.Listen = "" }, "http.listen", "required", false},
 		{"listen no port", func(c *Config) { c.HTTP.Listen = "8080" }, "http.listen", `want host:port like 127.0.0.1:8080, got "8080"`, false},

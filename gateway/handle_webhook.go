@@ -48,6 +48,14 @@ func (s *server) handleWebhook() http.Handler {
 			s.reject(w, p, "", err)
 			return
 		}
+		if p.limiter != nil {
+			if res := p.limiter.ReserveN(start, 1); !res.OK() || res.DelayFrom(start) > 0 {
+				delay := res.DelayFrom(start)
+				res.CancelAt(start)
+				s.rateLimited(w, p, delay)
+				return
+			}
+		}
 		pl := NewPayload(r.Header, body, r.Header.Get("Content-Type"))
 		k, err := DeriveKey(p.rule, pl)
 		if err != nil {
@@ -141,6 +149,25 @@ func (s *server) reject(w http.ResponseWriter, p *provider, key string, err erro
 		s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
 	}
 	writeJSON(w, status, answer{Error: msg})
+}
+
+// rateLimited answers 429 with Retry-After (whole seconds, at least 1):
+// the provider is over its configured rate. Nothing was stored.
+func (s *server) rateLimited(w http.ResponseWriter, p *provider, delay time.Duration) {
+	s.metrics.requests.WithLabelValues(p.name, "rate-limited", "429").Inc()
+	secs := int((delay + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	now := s.deps.Now()
+	if ok, suppressed := s.rejects.allow(p.name, now); ok {
+		s.deps.Audit.Record(event.AuditRecord{
+			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Status: http.StatusTooManyRequests,
+			Reason: "rate limit", Actor: event.ActorGateway, Suppressed: suppressed,
+		})
+	}
+	w.Header().Set("Retry-After", fmt.Sprint(secs))
+	writeJSON(w, http.StatusTooManyRequests, answer{Error: fmt.Sprintf("rate limit for provider %s exceeded; retry in %ds", p.name, secs)})
 }
 
 // unavailable answers 503 with Retry-After: nothing was stored, the sender

@@ -15,6 +15,7 @@ import (
 	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 )
 
 // Publisher stores an event exactly once per key (jetstream.Publisher).
@@ -54,6 +55,8 @@ type provider struct {
 	subject    *Source
 	occurredAt *Source
 	typ        *Source
+	// limiter caps authenticated requests; nil when rate_limit is off.
+	limiter *rate.Limiter
 }
 
 // server holds what the handlers share. It is read-only after NewServer.
@@ -135,6 +138,13 @@ func compileProvider(name string, pc config.Provider) (*provider, error) {
 		return nil, err
 	}
 	p := &provider{name: name, scheme: sch, secrets: pc.Signature.Secrets}
+	if rl := pc.RateLimit; rl.PerSecond > 0 {
+		burst := rl.Burst
+		if burst <= 0 {
+			burst = rl.PerSecond
+		}
+		p.limiter = rate.NewLimiter(rate.Limit(rl.PerSecond), burst)
+	}
 	rule := KeyRule{
 		Provider:      name,
 		AccountHeader: http.CanonicalHeaderKey(pc.Account.Header),

@@ -1,0 +1,212 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/gateway"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// auditRecorder keeps records in memory.
+type auditRecorder struct{ recs []event.AuditRecord }
+
+func (a *auditRecorder) Record(r event.AuditRecord) { a.recs = append(a.recs, r) }
+
+const testSecret = "gateway-test-secret"
+
+// newGateway serves one hmac-sha256 provider "p" over a real embedded
+// JetStream. extra is appended to the provider's YAML block.
+func newGateway(t *testing.T, extra string) (*httptest.Server, *jstest.Env, *auditRecorder) {
+	t.Helper()
+	env := jstest.Start(t, "")
+	yaml := `
+providers:
+  p:
+    signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["` + testSecret + `"] }
+    event_id: ["json:/id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/at"
+` + extra
+	cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	audit := &auditRecorder{}
+	reg := prometheus.NewRegistry()
+	h, err := gateway.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, gateway.Deps{
+		Publisher: jetstream.NewPublisher(env.Conn, 5*time.Second),
+		Audit:     audit,
+		Ready:     func(context.Context) error { return nil },
+		Registry:  reg,
+		Gatherer:  reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, env, audit
+}
+
+func signed(t *testing.T, body string) http.Header {
+	t.Helper()
+	sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sch.Sign([]byte(body), config.Secret(testSecret), "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func do(t *testing.T, srv *httptest.Server, h http.Header, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/p", bytes.NewReader([]byte(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+func TestRateLimitAfterAuthentication(t *testing.T) {
+	srv, _, audit := newGateway(t, "    rate_limit: { per_second: 1, burst: 2 }\n")
+	// Forged requests do not spend the provider's budget.
+	for range 5 {
+		if r := do(t, srv, http.Header{"X-Sig": {"sha256=00"}}, `{"id":"f"}`); r.StatusCode != 401 {
+			t.Fatalf("forged: %d, want 401", r.StatusCode)
+		}
+	}
+	var statuses []int
+	var retryAfter string
+	for i := range 4 {
+		body := `{"id":"e` + string(rune('a'+i)) + `","grant_id":"G","at":"2026-11-30T10:00:00Z"}`
+		r := do(t, srv, signed(t, body), body)
+		statuses = append(statuses, r.StatusCode)
+		if r.StatusCode == 429 {
+			retryAfter = r.Header.Get("Retry-After")
+		}
+	}
+	// Burst 2 at 1/s: the first two pass; within the same second the rest
+	// are limited (a machine slow enough to take >1s here would let a
+	// third through, so only the count of 200s at the start is exact).
+	if statuses[0] != 200 || statuses[1] != 200 || statuses[3] != 429 {
+		t.Fatalf("statuses = %v; want 200 200 ... 429", statuses)
+	}
+	if retryAfter == "" || retryAfter == "0" {
+		t.Fatalf("429 without a positive Retry-After: %q", retryAfter)
+	}
+	// The forged requests used up this second's audit budget for
+	// rejections, so the 429s are folded into a later record's
+	// suppressed count; send one more rejection after the second passes.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		do(t, srv, http.Header{"X-Sig": {"sha256=00"}}, `{"id":"f"}`)
+		last := audit.recs[len(audit.recs)-1]
+		if last.Suppressed > 0 {
+			if last.Suppressed < 2 {
+				t.Fatalf("suppressed = %d, want the 429s and surplus 401s counted", last.Suppressed)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no record carried the suppressed rejections")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestStoredHeadersDropCredentialsAndSteering(t *testing.T) {
+	srv, env, _ := newGateway(t, "")
+	body := `{"id":"h1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`
+	h := signed(t, body)
+	h.Set("Authorization", "Bearer hunter2")
+	h.Set("Cookie", "session=abc")
+	h.Set("Proxy-Authorization", "Basic eA==")
+	h.Set("Nats-Msg-Id", "attacker-chosen")
+	h.Set("Nats-Expected-Stream", "OTHER")
+	h.Set("Hookgate-Key", "forged-key")
+	h.Set("X-Portal-Trace", "kept")
+	if r := do(t, srv, h, body); r.StatusCode != 200 {
+		t.Fatalf("status %d", r.StatusCode)
+	}
+	m, err := jetstream.GetMsg(t.Context(), env.Conn, jetstream.StreamWebhooks, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Authorization", "Cookie", "Proxy-Authorization", "Nats-Expected-Stream"} {
+		if v := m.Header.Get(name); v != "" {
+			t.Errorf("stored %s: %q", name, v)
+		}
+	}
+	if got := m.Header.Get("Nats-Msg-Id"); got != "p:default:evt:h1" {
+		t.Errorf("Nats-Msg-Id = %q, want the derived key", got)
+	}
+	if got := m.Header.Get(event.HeaderKey); got != "p:default:evt:h1" {
+		t.Errorf("Hookgate-Key = %q, want the derived key", got)
+	}
+	if got := m.Header.Get("X-Portal-Trace"); got != "kept" {
+		t.Errorf("X-Portal-Trace = %q, want kept", got)
+	}
+	want := map[string]string{event.HeaderProvider: "p", event.HeaderAccount: "default", event.HeaderSubject: "G-1", event.HeaderOccurredAt: "2026-11-30T10:00:00Z"}
+	for k, v := range want {
+		if got := m.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	if !bytes.Equal(m.Body, []byte(body)) {
+		t.Errorf("body changed: %q", m.Body)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, m.Header.Get(event.HeaderReceivedAt)); err != nil {
+		t.Errorf("Received-At: %v", err)
+	}
+	if strings.Contains(m.Subject, ".") && m.Subject != "webhooks.p.default" {
+		t.Errorf("subject = %q", m.Subject)
+	}
+}
+
+func TestRejectedFloodIsAuditedSparingly(t *testing.T) {
+	srv, _, audit := newGateway(t, "")
+	for range 50 {
+		do(t, srv, http.Header{"X-Sig": {"sha256=00"}}, `{"id":"x"}`)
+	}
+	n := 0
+	for _, r := range audit.recs {
+		if r.Decision == event.DecisionRejected {
+			n++
+			if r.Status != 401 || r.Reason == "" {
+				t.Fatalf("record %+v", r)
+			}
+		}
+	}
+	// 5 per second per provider; 50 requests take well under a few seconds.
+	if n == 0 || n > 25 {
+		t.Fatalf("rejected records = %d for 50 forged requests; want a few", n)
+	}
+}
