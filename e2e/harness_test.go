@@ -228,3 +228,5 @@ func storedKeys(t testing.TB, j js.JetStream) []string {
 	}
 	return keys
 }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
