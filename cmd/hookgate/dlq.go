@@ -121,11 +121,11 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
-	verb := "re-fed"
 	if *dryRun {
-		verb = "dry run, nothing changed:"
+		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters\n", len(seqs))
+	} else {
+		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved, %d failed again\n", len(seqs), len(seqs)-failed, failed)
 	}
-	fmt.Fprintf(stdout, "%s %d letters: %d resolved, %d failed again\n", verb, len(seqs), len(seqs)-failed, failed)
 	if failed > 0 {
 		return silentError{1}
 	}
