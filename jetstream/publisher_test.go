@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -263,6 +264,47 @@ func BenchmarkPublish(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkPublishSync compares the embedded server's two durability
+// modes in one run: sync interval (fsync every 2 min; acked writes survive
+// a process kill) and sync always (fsync each write; also power loss).
+func BenchmarkPublishSync(b *testing.B) {
+	for _, always := range []bool{false, true} {
+		name := "interval"
+		if always {
+			name = "always"
+		}
+		b.Run(name, func(b *testing.B) {
+			e, err := StartEmbedded(EmbeddedOptions{DataDir: b.TempDir(), MaxPayload: 4 << 20, SyncAlways: always})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Shutdown()
+			c, err := Connect(ConnectOptions{Name: "bench", Embedded: e})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if err := Provision(context.Background(), c.JS, testStreams()); err != nil {
+				b.Fatal(err)
+			}
+			p := NewPublisher(c, 5*time.Second)
+			body := make([]byte, 1024)
+			var i atomic.Int64
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					m := msg(fmt.Sprintf("bench:default:evt:%d", i.Add(1)))
+					m.Body = body
+					if _, err := p.Publish(context.Background(), m); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }
 
 func BenchmarkPublishPlain(b *testing.B) {
