@@ -60,6 +60,9 @@ Usage:
                                           re-feed stored events through the consumer rules
   hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--dry-run]
                                           dead letters: inspect and re-feed
+  hookgate trace KEY --config FILE [--json]
+                                          everything known about one event
+  hookgate status --config FILE [--json]  streams, consumer lag, DLQ depth, dedup store size
   hookgate version
 
 HOOKGATE_CONFIG may stand in for --config.
@@ -85,6 +88,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runReplay(ctx, args[1:], getenv, stdout, stderr)
 	case "dlq":
 		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], getenv, stdout, stderr)
+	case "trace":
+		return runTrace(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "hookgate", version)
 		return nil

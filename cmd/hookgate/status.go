@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// runStatus prints the streams, buckets, consumer lag, DLQ depth and dedup
+// store size: `hookgate status --config FILE [--json]`.
+func runStatus(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	asJSON := fs.Bool("json", false, "print a JSON document")
+	if err := fs.Parse(args); err != nil {
+		return usagef("status: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("status: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := cliContext(ctx)
+	defer cancel()
+	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	st, err := jetstream.ReadStatus(ctx, sys.conn, jetstream.StatusOptions{Horizon: cfg.Dedup.Horizon})
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	via := viaOf(cfg, sys)
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(newStatusDoc(st, via))
+	}
+	writeStatus(stdout, st, via, cfg)
+	return nil
+}
+
+// How the CLI reached JetStream, in the status output.
+const (
+	viaURL     = "nats.url"
+	viaListen  = "nats.embedded.listen"
+	viaDataDir = "data_dir"
+)
+
+func viaOf(cfg *config.Config, sys *system) string {
+	switch {
+	case cfg.NATS.URL != "":
+		return viaURL
+	case sys.embedded != nil:
+		return viaDataDir
+	}
+	return viaListen
+}
+
+// statusDoc is `hookgate status --json`. It is a stable interface for
+// scripts and monitoring: fields are added, never renamed or removed.
+// Times are RFC 3339 in UTC and omitted when unknown (an empty stream),
+// durations are whole seconds (0: no limit), sizes are bytes.
+//
+//	time                 when the status was read
+//	via                  how JetStream was reached: "nats.url",
+//	                     "nats.embedded.listen", or "data_dir" (no hookgate
+//	                     was running; the CLI opened the data dir itself)
+//	streams[]            WEBHOOKS, GRANTS, DLQ, AUDIT, in that order
+//	  name, exists       exists is false for a stream not created yet
+//	  messages, bytes
+//	  first_seq, last_seq
+//	  first_time, last_time
+//	  max_age_seconds    0: no age limit
+//	  max_bytes          -1: no size limit
+//	  disk_use_percent   bytes as a percentage of max_bytes; absent without a limit
+//	  duplicate_window_seconds
+//	buckets[]            WATERMARKS, APPLIED
+//	  name, exists
+//	  values             entries (one per key)
+//	  bytes
+//	  ttl_seconds        0: entries never expire
+//	consumers[]          hookgate-apply on WEBHOOKS first (exists false until
+//	                     a consumer ran), then other durable consumers of
+//	                     WEBHOOKS and GRANTS
+//	  stream, name, exists
+//	  num_pending        stored, not yet delivered
+//	  num_ack_pending    delivered, not yet acknowledged
+//	  num_redelivered    delivered more than once, not yet acknowledged
+//	  num_waiting        pull requests waiting
+//	  delivered_stream_seq, last_delivered
+//	  ack_floor_stream_seq, last_ack
+//	dlq_depth            letters in DLQ
+//	dlq_by_provider      {provider: letters}
+//	watermarks           subjects with a watermark (WATERMARKS values)
+//	applied_keys         keys APPLIED remembers (they expire after the horizon)
+//	dedup
+//	  horizon_seconds    dedup.horizon
+//	  since              now - horizon
+//	  first_seq          first WEBHOOKS sequence stored since then; 0: none
+//	  store_size         WEBHOOKS messages stored since then: the keys
+//	                     JetStream refuses as duplicates; absent when the
+//	                     server cannot look messages up by time
+//	  window_seconds     WEBHOOKS' duplicate window as the server has it
+type statusDoc struct {
+	Time          time.Time         `json:"time"`
+	Via           string            `json:"via"`
+	Streams       []streamDoc       `json:"streams"`
+	Buckets       []bucketDoc       `json:"buckets"`
+	Consumers     []consumerDoc     `json:"consumers"`
+	DLQDepth      uint64            `json:"dlq_depth"`
+	DLQByProvider map[string]uint64 `json:"dlq_by_provider"`
+	Watermarks    uint64            `json:"watermarks"`
+	AppliedKeys   uint64            `json:"applied_keys"`
+	Dedup         dedupDoc          `json:"dedup"`
+}
+
+type streamDoc struct {
+	Name            string     `json:"name"`
+	Exists          bool       `json:"exists"`
+	Messages        uint64     `json:"messages"`
+	Bytes           uint64     `json:"bytes"`
+	FirstSeq        uint64     `json:"first_seq"`
+	LastSeq         uint64     `json:"last_seq"`
+	FirstTime       *time.Time `json:"first_time,omitempty"`
+	LastTime        *time.Time `json:"last_time,omitempty"`
+	MaxAgeSeconds   int64      `json:"max_age_seconds"`
+	MaxBytes        int64      `json:"max_bytes"`
+	DiskUsePercent  *float64   `json:"disk_use_percent,omitempty"`
+	DuplicateWindow int64      `json:"duplicate_window_seconds"`
+}
+
+type bucketDoc struct {
+	Name       string `json:"name"`
+	Exists     bool   `json:"exists"`
+	Values     uint64 `json:"values"`
+	Bytes      uint64 `json:"bytes"`
+	TTLSeconds int64  `json:"ttl_seconds"`
+}
+
+type consumerDoc struct {
+	Stream             string     `json:"stream"`
+	Name               string     `json:"name"`
+	Exists             bool       `json:"exists"`
+	NumPending         uint64     `json:"num_pending"`
+	NumAckPending      int        `json:"num_ack_pending"`
+	NumRedelivered     int        `json:"num_redelivered"`
+	NumWaiting         int        `json:"num_waiting"`
+	DeliveredStreamSeq uint64     `json:"delivered_stream_seq"`
+	LastDelivered      *time.Time `json:"last_delivered,omitempty"`
+	AckFloorStreamSeq  uint64     `json:"ack_floor_stream_seq"`
+	LastAck            *time.Time `json:"last_ack,omitempty"`
+}
+
+type dedupDoc struct {
+	HorizonSeconds int64     `json:"horizon_seconds"`
+	Since          time.Time `json:"since"`
+	FirstSeq       uint64    `json:"first_seq"`
+	StoreSize      *uint64   `json:"store_size,omitempty"`
+	WindowSeconds  int64     `json:"window_seconds"`
+}
+
+func newStatusDoc(st jetstream.Status, via string) statusDoc {
+	d := statusDoc{
+		Time:          st.At,
+		Via:           via,
+		DLQDepth:      st.Stream(jetstream.StreamDLQ).Messages,
+		DLQByProvider: st.DLQByProvider,
+		Watermarks:    st.Bucket(jetstream.BucketMarks).Values,
+		AppliedKeys:   st.Bucket(jetstream.BucketApplied).Values,
+		Dedup: dedupDoc{
+			HorizonSeconds: seconds(st.Dedup.Horizon),
+			Since:          st.Dedup.Since,
+			FirstSeq:       st.Dedup.FirstSeq,
+			WindowSeconds:  seconds(st.Dedup.Window),
+		},
+	}
+	if d.DLQByProvider == nil {
+		d.DLQByProvider = map[string]uint64{}
+	}
+	if st.Dedup.Known {
+		n := st.Dedup.StoreSize
+		d.Dedup.StoreSize = &n
+	}
+	for _, s := range st.Streams {
+		sd := streamDoc{
+			Name: s.Name, Exists: s.Exists, Messages: s.Messages, Bytes: s.Bytes,
+			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
+			FirstTime: timePtr(s.FirstTime), LastTime: timePtr(s.LastTime),
+			MaxAgeSeconds: seconds(s.MaxAge), MaxBytes: s.MaxBytes, DuplicateWindow: seconds(s.Duplicates),
+		}
+		if pct, ok := s.DiskUse(); ok && s.Exists {
+			pct = math.Round(pct*100) / 100
+			sd.DiskUsePercent = &pct
+		}
+		d.Streams = append(d.Streams, sd)
+	}
+	for _, b := range st.Buckets {
+		d.Buckets = append(d.Buckets, bucketDoc{Name: b.Name, Exists: b.Exists, Values: b.Values, Bytes: b.Bytes, TTLSeconds: seconds(b.TTL)})
+	}
+	for _, c := range st.Consumers {
+		d.Consumers = append(d.Consumers, consumerDoc{
+			Stream: c.Stream, Name: c.Name, Exists: c.Exists,
+			NumPending: c.NumPending, NumAckPending: c.NumAckPending, NumRedelivered: c.NumRedelivered, NumWaiting: c.NumWaiting,
+			DeliveredStreamSeq: c.Delivered.StreamSeq, LastDelivered: timePtr(c.Delivered.Last),
+			AckFloorStreamSeq: c.AckFloor.StreamSeq, LastAck: timePtr(c.AckFloor.Last),
+		})
+	}
+	return d
+}
+
+// writeStatus prints the status as short aligned tables.
+func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Config) {
+	switch via {
+	case viaDataDir:
+		fmt.Fprintf(w, "hookgate status at %s, read from data_dir %s (no hookgate running)\n\n", stamp(st.At), cfg.NATS.Embedded.DataDir)
+	case viaListen:
+		fmt.Fprintf(w, "hookgate status at %s, read through nats.embedded.listen %s\n\n", stamp(st.At), cfg.NATS.Embedded.Listen)
+	default:
+		fmt.Fprintf(w, "hookgate status at %s, read through nats.url\n\n", stamp(st.At))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tMESSAGES\tSIZE\tFIRST\tLAST\tMAX AGE\tMAX SIZE\tDISK USE")
+	for _, s := range st.Streams {
+		if !s.Exists {
+			fmt.Fprintf(tw, "%s\tmissing\n", s.Name)
+			continue
+		}
+		use := "-"
+		if pct, ok := s.DiskUse(); ok {
+			use = fmt.Sprintf("%.1f%%", pct)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Messages, humanBytes(s.Bytes), stamp(s.FirstTime), stamp(s.LastTime),
+			shortDuration(s.MaxAge), limitBytes(s.MaxBytes), use)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(tw, "BUCKET\tENTRIES\tSIZE\tTTL")
+	for _, b := range st.Buckets {
+		what := "watermarks"
+		if b.Name == jetstream.BucketApplied {
+			what = "applied keys remembered"
+		}
+		if !b.Exists {
+			fmt.Fprintf(tw, "%s\tmissing\n", b.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", b.Name, b.Values, humanBytes(b.Bytes), shortDuration(b.TTL), what)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+
+	fmt.Fprintln(tw, "CONSUMER\tPENDING\tACK PENDING\tREDELIVERED\tDELIVERED\tACK FLOOR\tLAST ACTIVE")
+	for _, c := range st.Consumers {
+		if !c.Exists {
+			fmt.Fprintf(tw, "%s/%s\tmissing\n", c.Stream, c.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s/%s\t%d\t%d\t%d\tseq %d\tseq %d\t%s\n", c.Stream, c.Name, c.NumPending, c.NumAckPending, c.NumRedelivered,
+			c.Delivered.StreamSeq, c.AckFloor.StreamSeq, stamp(c.Delivered.Last))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+
+	dlq := fmt.Sprint(st.Stream(jetstream.StreamDLQ).Messages)
+	if len(st.DLQByProvider) > 0 {
+		var parts []string
+		for _, p := range sortedKeys(st.DLQByProvider) {
+			parts = append(parts, fmt.Sprintf("%s %d", p, st.DLQByProvider[p]))
+		}
+		dlq += " (" + strings.Join(parts, ", ") + ")"
+	}
+	fmt.Fprintf(tw, "DLQ depth\t%s\n", dlq)
+	d := st.Dedup
+	size := "unknown (the server cannot find messages by time; needs nats-server 2.11+)"
+	if d.Known {
+		size = fmt.Sprintf("%d keys stored in the last %s", d.StoreSize, shortDuration(d.Horizon))
+		if d.StoreSize > 0 {
+			size += fmt.Sprintf(" (WEBHOOKS seq %d-%d)", d.FirstSeq, d.FirstSeq+d.StoreSize-1)
+		}
+	}
+	fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s\n", size, shortDuration(d.Window))
+	fmt.Fprintf(tw, "watermarks\t%d\n", st.Bucket(jetstream.BucketMarks).Values)
+	_ = tw.Flush()
+}
+
+func seconds(d time.Duration) int64 { return int64(d / time.Second) }
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+// stamp is a time for people: UTC, to the second; "-" for none.
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// shortDuration writes 720h as 30d and 96h as 4d; 0 is "-" (no limit).
+func shortDuration(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d <= 0:
+		return "-"
+	case d%day == 0:
+		return fmt.Sprintf("%dd", d/day)
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return d.Round(time.Second).String()
+}
+
+// humanBytes writes a size with one decimal in SI units, as the config's
+// examples (10GB) are.
+func humanBytes(n uint64) string {
+	if n < 1000 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v := float64(n)
+	for _, u := range []string{"kB", "MB", "GB", "TB"} {
+		v /= 1000
+		if v < 999.95 || u == "TB" {
+			return strings.Replace(fmt.Sprintf("%.1f %s", v, u), ".0 ", " ", 1)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// limitBytes writes a configured limit exactly, in the largest binary
+// (1 GiB) or SI (10 GB) unit that divides it; -1 is "-" (no limit).
+func limitBytes(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	best, name := int64(1), "B"
+	for _, u := range []struct {
+		name string
+		m    int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"kB", 1e3}} {
+		if n%u.m == 0 && u.m > best {
+			best, name = u.m, u.name
+		}
+	}
+	return fmt.Sprintf("%d %s", n/best, name)
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

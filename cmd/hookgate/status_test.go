@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+func TestStatusUnits(t *testing.T) {
+	durations := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "-"}, {720 * time.Hour, "30d"}, {96 * time.Hour, "4d"}, {36 * time.Hour, "36h"},
+		{2 * time.Minute, "2m"}, {90 * time.Second, "1m30s"},
+	}
+	for _, tt := range durations {
+		if got := shortDuration(tt.d); got != tt.want {
+			t.Errorf("shortDuration(%s) = %q, want %q", tt.d, got, tt.want)
+		}
+	}
+	sizes := []struct {
+		n    uint64
+		want string
+	}{{0, "0 B"}, {999, "999 B"}, {1000, "1 kB"}, {1234, "1.2 kB"}, {999_960, "1 MB"}, {10e9, "10 GB"}}
+	for _, tt := range sizes {
+		if got := humanBytes(tt.n); got != tt.want {
+			t.Errorf("humanBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+	limits := []struct {
+		n    int64
+		want string
+	}{{-1, "-"}, {10e9, "10 GB"}, {1 << 30, "1 GiB"}, {10 << 30, "10 GiB"}, {1e9, "1 GB"}, {1500, "1500 B"}, {2048, "2 KiB"}}
+	for _, tt := range limits {
+		if got := limitBytes(tt.n); got != tt.want {
+			t.Errorf("limitBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+// A server hookgate never provisioned: everything shows as missing.
+func TestStatusShowsMissing(t *testing.T) {
+	st := jetstream.Status{
+		At:        time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC),
+		Streams:   []jetstream.StreamStatus{{Name: "WEBHOOKS"}, {Name: "GRANTS"}, {Name: "DLQ"}, {Name: "AUDIT"}},
+		Buckets:   []jetstream.BucketStatus{{Name: "WATERMARKS"}, {Name: "APPLIED"}},
+		Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply"}},
+		Dedup:     jetstream.DedupStatus{Known: true, Horizon: 96 * time.Hour},
+	}
+	cfg := &config.Config{}
+	cfg.NATS.Embedded.Listen = "127.0.0.1:4222"
+	var out bytes.Buffer
+	writeStatus(&out, st, viaListen, cfg)
+	for _, name := range []string{"WEBHOOKS", "GRANTS", "DLQ", "AUDIT", "WATERMARKS", "APPLIED", "WEBHOOKS/hookgate-apply"} {
+		if !regexp.MustCompile(`(?m)^` + name + `\s+missing\s*$`).MatchString(out.String()) {
+			t.Errorf("no %q missing line in:\n%s", name, out.String())
+		}
+	}
+
+	b, err := json.Marshal(newStatusDoc(st, viaListen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, want := range []string{`"via":"nats.embedded.listen"`, `"name":"WEBHOOKS","exists":false`, `"dlq_by_provider":{}`, `"store_size":0`, `"horizon_seconds":345600`} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("status JSON lacks %s:\n%s", want, doc)
+		}
+	}
+	if strings.Contains(doc, "first_time") || strings.Contains(doc, "disk_use_percent") {
+		t.Errorf("status JSON of missing streams has times or disk use:\n%s", doc)
+	}
+}
+
+func TestTraceNewestLast(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	r := jetstream.TraceReport{
+		Key: "grants:default:evt:1", Provider: "grants", Account: "default",
+		Stored:  []jetstream.StoredEvent{{Seq: 7, Subject: "webhooks.grants.default", Time: t0.Add(time.Millisecond)}},
+		Grants:  []jetstream.GrantEntry{{Seq: 3, Subject: "grants.grants.G-1.x", Time: t0.Add(3 * time.Millisecond)}},
+		Letters: []jetstream.Letter{{Seq: 2, Subject: "dlq.grants.default", Time: t0.Add(2 * time.Millisecond), Reason: "forward: 503", Deliveries: 8, StoredSeq: 7}},
+		Scans:   []jetstream.Scanned{{Stream: "WEBHOOKS", Filter: "webhooks.grants.default", Exists: true, UpToSeq: 9, Read: 4}, {Stream: "AUDIT", Filter: "audit.*.grants"}},
+	}
+	r.Audit = append(r.Audit, jetstream.AuditEntry{AuditSeq: 11})
+	r.Audit[0].Time, r.Audit[0].Decision, r.Audit[0].Actor, r.Audit[0].Status, r.Audit[0].Seq = t0, "accepted", "gateway", 200, 7
+	var out bytes.Buffer
+	writeTrace(&out, r, &config.Config{})
+	s := out.String()
+	order := []string{"accepted", "stored", "dead letter", "published"}
+	last := -1
+	for _, w := range order {
+		i := strings.Index(s, w)
+		if i < 0 || i < last {
+			t.Fatalf("%q missing or out of order (want %v, oldest first):\n%s", w, order, s)
+		}
+		last = i
+	}
+	for _, want := range []string{"forward: 503; 8 deliveries, WEBHOOKS seq 7", "bucket missing (no consumer ran yet)", "AUDIT: missing", "up to seq 9: 4 read"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("trace lacks %q:\n%s", want, s)
+		}
+	}
+}

@@ -1,0 +1,336 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// runTrace prints everything known about one event:
+// `hookgate trace KEY --config FILE [--json]`. Exit 1 when nothing is.
+func runTrace(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	asJSON := fs.Bool("json", false, "print a JSON document")
+	// KEY may come before or after the flags.
+	var keys []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return usagef("trace: %v", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		keys = append(keys, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(keys) != 1 {
+		return usagef("trace: want one KEY, the key the gateway answered with: 'hookgate trace KEY --config FILE'")
+	}
+	key := keys[0]
+	provider, _, err := jetstream.SplitKey(key)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := cliContext(ctx)
+	defer cancel()
+	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	r, err := jetstream.Trace(ctx, sys.conn, jetstream.TraceQuery{Key: key, GrantsFilter: grantsFilter(cfg, provider)})
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(newTraceDoc(r)); err != nil {
+			return err
+		}
+	} else if r.Found() {
+		writeTrace(stdout, r, cfg)
+	}
+	if !r.Found() {
+		return fmt.Errorf("no event with key %s in WEBHOOKS, AUDIT, GRANTS or DLQ", key)
+	}
+	return nil
+}
+
+// grantsFilter narrows the GRANTS scan to the provider's subjects when its
+// publish template puts the provider right after "grants."; otherwise (or
+// for a provider no longer configured) all of GRANTS is read.
+func grantsFilter(cfg *config.Config, provider string) string {
+	pc, ok := cfg.Providers[provider]
+	if !ok {
+		return ""
+	}
+	if tmpl, on := pc.Effects.PublishTemplate(); on && strings.HasPrefix(tmpl, "grants.{provider}.") {
+		return "grants." + provider + ".>"
+	}
+	return ""
+}
+
+// traceDoc is `hookgate trace KEY --json`, a stable document (fields are
+// added, never renamed or removed). It is printed even when nothing is
+// found (found: false; the command still exits 1). Times are RFC 3339 UTC.
+//
+//	key, provider, account   account as written in the key (may be acct#<hex>)
+//	found                    anything at all is known about the key
+//	stored[]                 WEBHOOKS messages of the key (one, unless it was
+//	                         stored again after the horizon)
+//	  seq, subject, time     time: when WEBHOOKS stored it
+//	  received_at            Hookgate-Received-At
+//	  event_subject, type, occurred_at, account   the extracted raw values
+//	audit[]                  AUDIT records of the key, oldest first
+//	  audit_seq              sequence in AUDIT
+//	  time, decision, actor, status, reason, seq, suppressed   the record
+//	                         (seq: the WEBHOOKS sequence it is about)
+//	grants[]                 GRANTS messages: seq, subject, time
+//	dlq[]                    DLQ letters: seq, subject, time, reason,
+//	                         deliveries, stored_seq, previous_seq
+//	applied                  bucket_exists, remembered, since (when APPLIED
+//	                         remembered the key; it forgets after the horizon)
+//	watermark                the stored event's subject in WATERMARKS, or null:
+//	                         key, exists, at, keys (applied at exactly at),
+//	                         key_at_mark, lease_owner, lease_key
+//	scanned[]                what was read: stream, filter, exists,
+//	                         up_to_seq (its last sequence when the trace
+//	                         began), read (messages under filter)
+type traceDoc struct {
+	Key       string        `json:"key"`
+	Provider  string        `json:"provider"`
+	Account   string        `json:"account"`
+	Found     bool          `json:"found"`
+	Stored    []storedDoc   `json:"stored"`
+	Audit     []auditDoc    `json:"audit"`
+	Grants    []grantDoc    `json:"grants"`
+	DLQ       []letterDoc   `json:"dlq"`
+	Applied   appliedDoc    `json:"applied"`
+	Watermark *watermarkDoc `json:"watermark"`
+	Scanned   []scannedDoc  `json:"scanned"`
+}
+
+type storedDoc struct {
+	Seq          uint64     `json:"seq"`
+	Subject      string     `json:"subject"`
+	Time         time.Time  `json:"time"`
+	ReceivedAt   *time.Time `json:"received_at,omitempty"`
+	EventSubject string     `json:"event_subject"`
+	Type         string     `json:"type"`
+	OccurredAt   string     `json:"occurred_at"`
+	Account      string     `json:"account"`
+}
+
+type auditDoc struct {
+	AuditSeq   uint64    `json:"audit_seq"`
+	Time       time.Time `json:"time"`
+	Decision   string    `json:"decision"`
+	Actor      string    `json:"actor"`
+	Status     int       `json:"status"`
+	Reason     string    `json:"reason"`
+	Seq        uint64    `json:"seq"`
+	Suppressed int       `json:"suppressed"`
+}
+
+type grantDoc struct {
+	Seq     uint64    `json:"seq"`
+	Subject string    `json:"subject"`
+	Time    time.Time `json:"time"`
+}
+
+type letterDoc struct {
+	Seq         uint64    `json:"seq"`
+	Subject     string    `json:"subject"`
+	Time        time.Time `json:"time"`
+	Reason      string    `json:"reason"`
+	Deliveries  int       `json:"deliveries"`
+	StoredSeq   uint64    `json:"stored_seq"`
+	PreviousSeq uint64    `json:"previous_seq"`
+}
+
+type appliedDoc struct {
+	BucketExists bool       `json:"bucket_exists"`
+	Remembered   bool       `json:"remembered"`
+	Since        *time.Time `json:"since,omitempty"`
+}
+
+type watermarkDoc struct {
+	Key        string     `json:"key"`
+	Exists     bool       `json:"exists"`
+	At         *time.Time `json:"at,omitempty"`
+	Keys       []string   `json:"keys"`
+	KeyAtMark  bool       `json:"key_at_mark"`
+	LeaseOwner string     `json:"lease_owner,omitempty"`
+	LeaseKey   string     `json:"lease_key,omitempty"`
+}
+
+type scannedDoc struct {
+	Stream  string `json:"stream"`
+	Filter  string `json:"filter"`
+	Exists  bool   `json:"exists"`
+	UpToSeq uint64 `json:"up_to_seq"`
+	Read    uint64 `json:"read"`
+}
+
+func newTraceDoc(r jetstream.TraceReport) traceDoc {
+	d := traceDoc{
+		Key: r.Key, Provider: r.Provider, Account: r.Account, Found: r.Found(),
+		Stored: []storedDoc{}, Audit: []auditDoc{}, Grants: []grantDoc{}, DLQ: []letterDoc{}, Scanned: []scannedDoc{},
+		Applied: appliedDoc{BucketExists: r.Applied.BucketExists, Remembered: r.Applied.Remembered, Since: timePtr(r.Applied.Since)},
+	}
+	for _, s := range r.Stored {
+		d.Stored = append(d.Stored, storedDoc{Seq: s.Seq, Subject: s.Subject, Time: s.Time, ReceivedAt: timePtr(s.ReceivedAt),
+			EventSubject: s.EventSubject, Type: s.Type, OccurredAt: s.OccurredAt, Account: s.Account})
+	}
+	for _, a := range r.Audit {
+		d.Audit = append(d.Audit, auditDoc{AuditSeq: a.AuditSeq, Time: a.Time, Decision: a.Decision, Actor: a.Actor,
+			Status: a.Status, Reason: a.Reason, Seq: a.Seq, Suppressed: a.Suppressed})
+	}
+	for _, g := range r.Grants {
+		d.Grants = append(d.Grants, grantDoc{Seq: g.Seq, Subject: g.Subject, Time: g.Time})
+	}
+	for _, l := range r.Letters {
+		d.DLQ = append(d.DLQ, letterDoc{Seq: l.Seq, Subject: l.Subject, Time: l.Time, Reason: l.Reason,
+			Deliveries: l.Deliveries, StoredSeq: l.StoredSeq, PreviousSeq: l.PreviousSeq})
+	}
+	if w := r.Watermark; w != nil {
+		d.Watermark = &watermarkDoc{Key: w.Key, Exists: w.Exists, At: timePtr(w.At), Keys: w.Keys, KeyAtMark: w.KeyAtMark,
+			LeaseOwner: w.LeaseOwner, LeaseKey: w.LeaseKey}
+		if d.Watermark.Keys == nil {
+			d.Watermark.Keys = []string{}
+		}
+	}
+	for _, s := range r.Scans {
+		d.Scanned = append(d.Scanned, scannedDoc{Stream: s.Stream, Filter: s.Filter, Exists: s.Exists, UpToSeq: s.UpToSeq, Read: s.Read})
+	}
+	return d
+}
+
+// traceLine is one row of the timeline.
+type traceLine struct {
+	at                time.Time
+	source, seq, what string
+	detail            string
+}
+
+// writeTrace prints the key, a timeline (oldest first, newest last), the
+// watermark, and what was scanned.
+func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
+	fmt.Fprintf(w, "key %s (provider %s, account %s)\n\n", r.Key, r.Provider, r.Account)
+	var lines []traceLine
+	for _, s := range r.Stored {
+		detail := s.Subject
+		var ex []string
+		for _, f := range [][2]string{{"subject", s.EventSubject}, {"type", s.Type}, {"occurred", s.OccurredAt}} {
+			if f[1] != "" {
+				ex = append(ex, f[0]+" "+f[1])
+			}
+		}
+		if len(ex) > 0 {
+			detail += "; " + strings.Join(ex, ", ")
+		}
+		lines = append(lines, traceLine{s.Time, "WEBHOOKS", fmt.Sprint(s.Seq), "stored", detail})
+	}
+	for _, a := range r.Audit {
+		parts := []string{a.Actor}
+		if a.Status != 0 {
+			parts = append(parts, fmt.Sprintf("HTTP %d", a.Status))
+		}
+		if a.Seq != 0 {
+			parts = append(parts, fmt.Sprintf("WEBHOOKS seq %d", a.Seq))
+		}
+		if a.Reason != "" {
+			parts = append(parts, a.Reason)
+		}
+		if a.Suppressed > 0 {
+			parts = append(parts, fmt.Sprintf("%d like it suppressed", a.Suppressed))
+		}
+		lines = append(lines, traceLine{a.Time, "AUDIT", fmt.Sprint(a.AuditSeq), a.Decision, strings.Join(parts, ", ")})
+	}
+	for _, g := range r.Grants {
+		lines = append(lines, traceLine{g.Time, "GRANTS", fmt.Sprint(g.Seq), "published", g.Subject})
+	}
+	for _, l := range r.Letters {
+		detail := fmt.Sprintf("%s; %d deliveries", l.Reason, l.Deliveries)
+		if l.StoredSeq != 0 {
+			detail += fmt.Sprintf(", WEBHOOKS seq %d", l.StoredSeq)
+		}
+		if l.PreviousSeq != 0 {
+			detail += fmt.Sprintf(", replaces DLQ seq %d", l.PreviousSeq)
+		}
+		lines = append(lines, traceLine{l.Time, "DLQ", fmt.Sprint(l.Seq), "dead letter", detail})
+	}
+	if r.Applied.Remembered {
+		lines = append(lines, traceLine{r.Applied.Since, "APPLIED", "-", "remembered",
+			fmt.Sprintf("a replay reports it already-applied until %s", stamp(r.Applied.Since.Add(cfg.Dedup.Horizon)))})
+	}
+	// Stable: at one instant, the order above (stored, audit, grants,
+	// letters) is the order things happen.
+	slices.SortStableFunc(lines, func(a, b traceLine) int { return a.at.Compare(b.at) })
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tSTREAM\tSEQ\tWHAT\tDETAIL")
+	for _, l := range lines {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), l.source, l.seq, l.what, l.detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+
+	if !r.Applied.Remembered {
+		why := "not remembered"
+		if !r.Applied.BucketExists {
+			why = "bucket missing (no consumer ran yet)"
+		}
+		fmt.Fprintf(tw, "applied\t%s\n", why)
+	}
+	if wm := r.Watermark; wm != nil {
+		switch {
+		case !wm.Exists:
+			fmt.Fprintf(tw, "watermark\t%s: none\n", wm.Key)
+		default:
+			s := fmt.Sprintf("%s at %s", wm.Key, wm.At.Format(time.RFC3339Nano))
+			switch {
+			case wm.KeyAtMark:
+				s += ", set by this key"
+			case len(wm.Keys) > 0:
+				s += ", set by " + strings.Join(wm.Keys, " ")
+			}
+			if wm.LeaseKey != "" {
+				s += ", leased to " + wm.LeaseKey
+			}
+			fmt.Fprintf(tw, "watermark\t%s\n", s)
+		}
+	}
+	for i, s := range r.Scans {
+		label := ""
+		if i == 0 {
+			label = "scanned"
+		}
+		switch {
+		case !s.Exists:
+			fmt.Fprintf(tw, "%s\t%s: missing\n", label, s.Stream)
+		case s.UpToSeq == 0:
+			fmt.Fprintf(tw, "%s\t%s %s: empty\n", label, s.Stream, s.Filter)
+		default:
+			fmt.Fprintf(tw, "%s\t%s %s up to seq %d: %d read\n", label, s.Stream, s.Filter, s.UpToSeq, s.Read)
+		}
+	}
+	_ = tw.Flush()
+}

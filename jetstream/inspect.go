@@ -1,0 +1,726 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+	js "github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+)
+
+// This file answers the operator's read-only questions (hookgate status,
+// hookgate trace). Nothing here creates or changes a stream, bucket or
+// durable consumer: a stream or bucket that does not exist yet is reported
+// as missing, not created.
+
+// StreamStatus is one stream's state and limits.
+type StreamStatus struct {
+	Name   string
+	Exists bool // false: not created yet; every other field is zero
+	// Messages and Bytes are what the stream holds now.
+	Messages, Bytes   uint64
+	FirstSeq, LastSeq uint64
+	// FirstTime and LastTime are zero when the stream is empty.
+	FirstTime, LastTime time.Time
+	// MaxAge 0 and MaxBytes -1 mean no limit.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// Duplicates is the stream's duplicate window.
+	Duplicates time.Duration
+}
+
+// DiskUse is Bytes as a percentage of MaxBytes; ok is false without a
+// byte limit.
+func (s StreamStatus) DiskUse() (pct float64, ok bool) {
+	if s.MaxBytes <= 0 {
+		return 0, false
+	}
+	return float64(s.Bytes) * 100 / float64(s.MaxBytes), true
+}
+
+// BucketStatus is one KV bucket.
+type BucketStatus struct {
+	Name   string
+	Exists bool
+	Values uint64 // entries (history is 1: one per key)
+	Bytes  uint64
+	TTL    time.Duration // 0: entries never expire
+}
+
+// Position is how far a consumer got.
+type Position struct {
+	ConsumerSeq uint64
+	StreamSeq   uint64
+	Last        time.Time // zero: never
+}
+
+// ConsumerStatus is one durable consumer's lag.
+type ConsumerStatus struct {
+	Stream, Name string
+	Exists       bool
+	// NumPending: stored, not yet delivered. NumAckPending: delivered, not
+	// yet acknowledged. NumRedelivered: delivered more than once and still
+	// unacknowledged.
+	NumPending     uint64
+	NumAckPending  int
+	NumRedelivered int
+	NumWaiting     int // pull requests waiting
+	Delivered      Position
+	AckFloor       Position
+}
+
+// DedupStatus is the size of WEBHOOKS' duplicate store: the keys of the
+// messages stored within the dedup horizon, which JetStream holds in
+// memory and refuses as duplicates. The server does not report the size of
+// that store itself, so it is counted from the stream: WEBHOOKS refuses
+// deletes, so its sequences have no gaps and the count is LastSeq -
+// FirstSeq + 1.
+type DedupStatus struct {
+	Horizon time.Duration
+	Since   time.Time // now - Horizon
+	// Known is false when the server cannot find a message by time (older
+	// than nats-server 2.11); FirstSeq and StoreSize are then zero.
+	Known bool
+	// FirstSeq is the first WEBHOOKS sequence stored at or after Since; 0
+	// when there is none.
+	FirstSeq  uint64
+	StoreSize uint64
+	// Window is WEBHOOKS' duplicate window as the server has it (the
+	// horizon, when provisioned by hookgate).
+	Window time.Duration
+}
+
+// Status is what hookgate status shows.
+type Status struct {
+	At      time.Time
+	Streams []StreamStatus // WEBHOOKS, GRANTS, DLQ, AUDIT
+	Buckets []BucketStatus // WATERMARKS, APPLIED
+	// Consumers: DurableApply on WEBHOOKS first (Exists false when not
+	// created yet), then the other durable consumers of WEBHOOKS and
+	// GRANTS (downstream services), by stream and name.
+	Consumers []ConsumerStatus
+	// DLQByProvider counts DLQ letters per provider.
+	DLQByProvider map[string]uint64
+	Dedup         DedupStatus
+}
+
+// Stream returns the named stream's status (Exists false if not listed).
+func (s Status) Stream(name string) StreamStatus {
+	for _, st := range s.Streams {
+		if st.Name == name {
+			return st
+		}
+	}
+	return StreamStatus{Name: name}
+}
+
+// Bucket returns the named bucket's status (Exists false if not listed).
+func (s Status) Bucket(name string) BucketStatus {
+	for _, b := range s.Buckets {
+		if b.Name == name {
+			return b
+		}
+	}
+	return BucketStatus{Name: name}
+}
+
+// StatusOptions parameterise ReadStatus.
+type StatusOptions struct {
+	// Horizon is dedup.horizon, the age below which a stored key is a
+	// duplicate.
+	Horizon time.Duration
+	// Now is the time the horizon is counted back from; zero: time.Now().
+	Now time.Time
+}
+
+// ReadStatus reads the streams, buckets and consumers. Missing ones are
+// reported with Exists false; errors are ErrUnavailable (wrapped) when
+// JetStream does not answer.
+func ReadStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	st := Status{At: now.UTC(), DLQByProvider: map[string]uint64{}}
+	for _, name := range []string{StreamWebhooks, StreamGrants, StreamDLQ, StreamAudit} {
+		ss, err := streamStatus(ctx, c, name)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Streams = append(st.Streams, ss)
+	}
+	for _, name := range []string{BucketMarks, BucketApplied} {
+		bs, err := bucketStatus(ctx, c, name)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Buckets = append(st.Buckets, bs)
+	}
+	cs, err := consumerStatuses(ctx, c)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Consumers = cs
+	if st.Stream(StreamDLQ).Exists {
+		if st.DLQByProvider, err = dlqByProvider(ctx, c); err != nil {
+			return Status{}, err
+		}
+	}
+	st.Dedup, err = dedupStatus(ctx, c, st.Stream(StreamWebhooks), o.Horizon, now)
+	if err != nil {
+		return Status{}, err
+	}
+	return st, nil
+}
+
+func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, error) {
+	ss := StreamStatus{Name: name}
+	s, err := c.JS.Stream(ctx, name)
+	if errors.Is(err, js.ErrStreamNotFound) {
+		return ss, nil
+	}
+	if err != nil {
+		return ss, classify("stream "+name, err)
+	}
+	info := s.CachedInfo()
+	ss.Exists = true
+	ss.Messages, ss.Bytes = info.State.Msgs, info.State.Bytes
+	ss.FirstSeq, ss.LastSeq = info.State.FirstSeq, info.State.LastSeq
+	if info.State.Msgs > 0 {
+		ss.FirstTime, ss.LastTime = info.State.FirstTime.UTC(), info.State.LastTime.UTC()
+	}
+	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
+	return ss, nil
+}
+
+func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, error) {
+	bs := BucketStatus{Name: name}
+	kv, err := c.JS.KeyValue(ctx, name)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		return bs, nil
+	}
+	if err != nil {
+		return bs, classify("bucket "+name, err)
+	}
+	s, err := kv.Status(ctx)
+	if err != nil {
+		return bs, classify("bucket "+name, err)
+	}
+	bs.Exists = true
+	bs.Values, bs.Bytes, bs.TTL = s.Values(), s.Bytes(), s.TTL()
+	return bs, nil
+}
+
+func consumerStatuses(ctx context.Context, c *Conn) ([]ConsumerStatus, error) {
+	apply := ConsumerStatus{Stream: StreamWebhooks, Name: DurableApply}
+	var others []ConsumerStatus
+	for _, stream := range []string{StreamWebhooks, StreamGrants} {
+		s, err := c.JS.Stream(ctx, stream)
+		if errors.Is(err, js.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, classify("stream "+stream, err)
+		}
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			// Ephemeral consumers (trace and replay scans) come and go;
+			// only durable ones have a lag worth watching.
+			if ci.Config.Durable == "" {
+				continue
+			}
+			cs := consumerStatus(ci)
+			if stream == StreamWebhooks && ci.Name == DurableApply {
+				apply = cs
+				continue
+			}
+			others = append(others, cs)
+		}
+		if err := l.Err(); err != nil {
+			return nil, classify("list consumers of "+stream, err)
+		}
+	}
+	slices.SortFunc(others, func(a, b ConsumerStatus) int {
+		return strings.Compare(a.Stream+"\x00"+a.Name, b.Stream+"\x00"+b.Name)
+	})
+	return append([]ConsumerStatus{apply}, others...), nil
+}
+
+func consumerStatus(ci *js.ConsumerInfo) ConsumerStatus {
+	pos := func(s js.SequenceInfo) Position {
+		p := Position{ConsumerSeq: s.Consumer, StreamSeq: s.Stream}
+		if s.Last != nil {
+			p.Last = s.Last.UTC()
+		}
+		return p
+	}
+	return ConsumerStatus{
+		Stream: ci.Stream, Name: ci.Name, Exists: true,
+		NumPending: ci.NumPending, NumAckPending: ci.NumAckPending,
+		NumRedelivered: ci.NumRedelivered, NumWaiting: ci.NumWaiting,
+		Delivered: pos(ci.Delivered), AckFloor: pos(ci.AckFloor),
+	}
+}
+
+// dlqByProvider sums the per-subject counts (dlq.<provider>.<account>).
+func dlqByProvider(ctx context.Context, c *Conn) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	s, err := c.JS.Stream(ctx, StreamDLQ)
+	if err != nil {
+		return nil, classify("stream "+StreamDLQ, err)
+	}
+	info, err := s.Info(ctx, js.WithSubjectFilter("dlq.>"))
+	if err != nil {
+		return nil, classify("stream "+StreamDLQ, err)
+	}
+	for subj, n := range info.State.Subjects {
+		parts := strings.SplitN(subj, ".", 3)
+		if len(parts) >= 2 {
+			out[parts[1]] += n
+		}
+	}
+	return out, nil
+}
+
+func dedupStatus(ctx context.Context, c *Conn, webhooks StreamStatus, horizon time.Duration, now time.Time) (DedupStatus, error) {
+	d := DedupStatus{Horizon: horizon, Since: now.Add(-horizon).UTC(), Window: webhooks.Duplicates}
+	if !webhooks.Exists || webhooks.Messages == 0 {
+		d.Known = true
+		return d, nil
+	}
+	seq, at, found, err := firstSeqSince(ctx, c, StreamWebhooks, d.Since)
+	if err != nil {
+		return d, err
+	}
+	switch {
+	case !found:
+		d.Known = true
+	case at.Before(d.Since):
+		// The server ignored start_time (older than 2.11) and answered
+		// with the first message: the count would be wrong.
+	default:
+		d.Known = true
+		d.FirstSeq = seq
+		if webhooks.LastSeq >= seq {
+			d.StoreSize = webhooks.LastSeq - seq + 1
+		}
+	}
+	return d, nil
+}
+
+// firstSeqSince asks the stream for its first message stored at or after
+// since (the message-get API with start_time: one indexed lookup, no
+// consumer). found is false when every message is older.
+func firstSeqSince(ctx context.Context, c *Conn, stream string, since time.Time) (seq uint64, at time.Time, found bool, err error) {
+	req, err := json.Marshal(struct {
+		NextFor   string    `json:"next_by_subj"`
+		StartTime time.Time `json:"start_time"`
+		NoHeaders bool      `json:"no_hdr"`
+	}{">", since.UTC(), true})
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := c.NC.RequestWithContext(tctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return 0, time.Time{}, false, classify("find first "+stream+" message since "+since.Format(time.RFC3339), err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq  uint64    `json:"seq"`
+			Time time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("find first %s message since %s: bad answer: %w", stream, since.Format(time.RFC3339), err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(js.JSErrCodeMessageNotFound):
+		return 0, time.Time{}, false, nil
+	case resp.Error != nil:
+		return 0, time.Time{}, false, fmt.Errorf("find first %s message since %s: %s (%d): %w", stream, since.Format(time.RFC3339), resp.Error.Description, resp.Error.ErrCode, ErrUnavailable)
+	case resp.Message == nil:
+		return 0, time.Time{}, false, nil
+	}
+	return resp.Message.Seq, resp.Message.Time, true, nil
+}
+
+// Scanned says what a trace read of one stream covered.
+type Scanned struct {
+	Stream string
+	Filter string
+	Exists bool // false: the stream does not exist (yet); nothing read
+	// UpToSeq is the stream's last sequence when the scan began: messages
+	// stored later are not read, so a scan always ends.
+	UpToSeq uint64
+	// Read is how many messages under Filter were read (all of them up to
+	// UpToSeq).
+	Read uint64
+}
+
+// StoredEvent is a WEBHOOKS message of the traced key.
+type StoredEvent struct {
+	Seq        uint64
+	Subject    string    // webhooks.<provider>.<account>
+	Time       time.Time // when WEBHOOKS stored it
+	ReceivedAt time.Time // Hookgate-Received-At (zero if absent)
+	// EventSubject, Type and OccurredAt are the extracted raw values.
+	EventSubject, Type, OccurredAt string
+	Account                        string // raw account (Hookgate-Account)
+}
+
+// AuditEntry is one AUDIT record of the traced key.
+type AuditEntry struct {
+	AuditSeq uint64 // sequence in AUDIT
+	event.AuditRecord
+}
+
+// GrantEntry is a GRANTS message of the traced key.
+type GrantEntry struct {
+	Seq     uint64
+	Subject string
+	Time    time.Time
+}
+
+// Letter is a DLQ letter of the traced key.
+type Letter struct {
+	Seq         uint64
+	Subject     string
+	Time        time.Time
+	Reason      string
+	Deliveries  int
+	StoredSeq   uint64 // WEBHOOKS sequence of the event (0 if absent)
+	PreviousSeq uint64 // the DLQ letter this one replaced (0 if none)
+}
+
+// AppliedState is what APPLIED remembers about the key.
+type AppliedState struct {
+	BucketExists bool
+	Remembered   bool
+	Since        time.Time // when it was remembered; expires after the horizon
+}
+
+// WatermarkState is the WATERMARKS entry of the event's subject.
+type WatermarkState struct {
+	Key        string // provider.account.subject (tokens)
+	Exists     bool
+	At         time.Time
+	Keys       []string // keys applied at exactly At
+	KeyAtMark  bool     // the traced key is one of Keys
+	LeaseOwner string   // set while an event's effects run
+	LeaseKey   string
+}
+
+// TraceReport is everything the streams and buckets know about one key.
+type TraceReport struct {
+	Key      string
+	Provider string
+	Account  string // as written in the key (may be acct#<hex>)
+	Stored   []StoredEvent
+	Audit    []AuditEntry
+	Grants   []GrantEntry
+	Letters  []Letter
+	Applied  AppliedState
+	// Watermark is nil when no stored event names a subject.
+	Watermark *WatermarkState
+	Scans     []Scanned // WEBHOOKS, AUDIT, GRANTS, DLQ
+}
+
+// Found reports whether anything at all is known about the key.
+func (r TraceReport) Found() bool {
+	return len(r.Stored) > 0 || len(r.Audit) > 0 || len(r.Grants) > 0 || len(r.Letters) > 0 || r.Applied.Remembered
+}
+
+// ErrBadKey: the string is not an idempotency key.
+var ErrBadKey = errors.New("not a hookgate key")
+
+// SplitKey returns the provider and the account (as written) of an
+// idempotency key <provider>:<account>:<kind>:<id>. The account never
+// holds ':' (an account that would is written acct#<sha256 hex>).
+func SplitKey(key string) (provider, account string, err error) {
+	parts := strings.SplitN(key, ":", 3)
+	if len(parts) < 3 || parts[2] == "" {
+		return "", "", fmt.Errorf("%w: %q, want <provider>:<account>:evt:<id> (the key the gateway answered with)", ErrBadKey, key)
+	}
+	provider, account = parts[0], parts[1]
+	if provider == "" || strings.Trim(provider, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+		return "", "", fmt.Errorf("%w: %q: provider %q is not [a-z0-9_-]+", ErrBadKey, key, provider)
+	}
+	return provider, account, nil
+}
+
+// TraceQuery says what to trace.
+type TraceQuery struct {
+	Key string
+	// GrantsFilter is the GRANTS subject filter to scan; "" scans
+	// grants.>. Narrow it (grants.<provider>.>) when the provider's publish
+	// template puts the provider there.
+	GrantsFilter string
+}
+
+// Trace collects everything known about q.Key: its WEBHOOKS messages,
+// AUDIT records, GRANTS messages, DLQ letters, whether APPLIED remembers
+// it and its subject's watermark. Each stream is read with an ordered
+// consumer under the narrowest subject filter the key allows (headers only
+// except AUDIT, whose records are bodies), up to its last sequence at the
+// time of the call. A missing stream or bucket is skipped and reported in
+// Scans / Applied. Returns ErrBadKey for a malformed key, ErrUnavailable
+// (wrapped) when JetStream does not answer.
+func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
+	provider, account, err := SplitKey(q.Key)
+	if err != nil {
+		return TraceReport{}, err
+	}
+	r := TraceReport{Key: q.Key, Provider: provider, Account: account}
+	grantsFilter := q.GrantsFilter
+	if grantsFilter == "" {
+		grantsFilter = "grants.>"
+	}
+	// The DLQ subject holds the raw account; a hashed one is unknown
+	// here, so all the provider's letters are read.
+	dlqFilter := "dlq." + provider + "." + event.Token(account)
+	if strings.HasPrefix(account, "acct#") {
+		dlqFilter = "dlq." + provider + ".>"
+	}
+	matchHeader := func(m StoredMsg) bool {
+		return m.Header.Get(event.HeaderKey) == q.Key || m.Header.Get("Nats-Msg-Id") == q.Key
+	}
+	keyJSON, err := json.Marshal(q.Key)
+	if err != nil {
+		return TraceReport{}, err
+	}
+
+	scans := make([]Scanned, 4)
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		scans[0], err = scanStream(gctx, c, StreamWebhooks, event.WebhookSubject(provider, account), true, func(m StoredMsg) {
+			if !matchHeader(m) {
+				return
+			}
+			h := m.Header
+			se := StoredEvent{
+				Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC(),
+				EventSubject: h.Get(event.HeaderSubject), Type: h.Get(event.HeaderType),
+				OccurredAt: h.Get(event.HeaderOccurredAt), Account: h.Get(event.HeaderAccount),
+			}
+			if t, err := time.Parse(time.RFC3339Nano, h.Get(event.HeaderReceivedAt)); err == nil {
+				se.ReceivedAt = t.UTC()
+			}
+			mu.Lock()
+			r.Stored = append(r.Stored, se)
+			mu.Unlock()
+		})
+		return err
+	})
+	g.Go(func() (err error) {
+		scans[1], err = scanStream(gctx, c, StreamAudit, "audit.*."+event.Token(provider), false, func(m StoredMsg) {
+			// The writer marshals with encoding/json too, so a record of
+			// this key holds this exact byte string.
+			if !bytes.Contains(m.Body, keyJSON) {
+				return
+			}
+			var rec event.AuditRecord
+			if json.Unmarshal(m.Body, &rec) != nil || rec.Key != q.Key {
+				return
+			}
+			rec.Time = rec.Time.UTC()
+			mu.Lock()
+			r.Audit = append(r.Audit, AuditEntry{AuditSeq: m.Seq, AuditRecord: rec})
+			mu.Unlock()
+		})
+		return err
+	})
+	g.Go(func() (err error) {
+		scans[2], err = scanStream(gctx, c, StreamGrants, grantsFilter, true, func(m StoredMsg) {
+			if !matchHeader(m) {
+				return
+			}
+			mu.Lock()
+			r.Grants = append(r.Grants, GrantEntry{Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC()})
+			mu.Unlock()
+		})
+		return err
+	})
+	g.Go(func() (err error) {
+		scans[3], err = scanStream(gctx, c, StreamDLQ, dlqFilter, true, func(m StoredMsg) {
+			if m.Header.Get(event.HeaderKey) != q.Key {
+				return
+			}
+			l := Letter{Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC(), Reason: m.Header.Get(event.HeaderDlqReason)}
+			l.Deliveries, _ = strconv.Atoi(m.Header.Get(event.HeaderDlqDeliveries))
+			l.StoredSeq, _ = strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64)
+			l.PreviousSeq, _ = strconv.ParseUint(m.Header.Get(event.HeaderDlqPreviousSeq), 10, 64)
+			mu.Lock()
+			r.Letters = append(r.Letters, l)
+			mu.Unlock()
+		})
+		return err
+	})
+	g.Go(func() (err error) {
+		r.Applied, err = appliedState(gctx, c, q.Key)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return TraceReport{}, err
+	}
+	r.Scans = scans
+	if err := r.readWatermark(ctx, c); err != nil {
+		return TraceReport{}, err
+	}
+	return r, nil
+}
+
+func appliedState(ctx context.Context, c *Conn, key string) (AppliedState, error) {
+	var a AppliedState
+	kv, err := c.JS.KeyValue(ctx, BucketApplied)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		return a, nil
+	}
+	if err != nil {
+		return a, classify("bucket "+BucketApplied, err)
+	}
+	a.BucketExists = true
+	e, err := kv.Get(ctx, appliedKVKey(key))
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return a, nil
+	}
+	if err != nil {
+		return a, classify("applied lookup", err)
+	}
+	a.Remembered, a.Since = true, e.Created().UTC()
+	return a, nil
+}
+
+// readWatermark reads the watermark of the newest stored event's subject,
+// when it has one.
+func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
+	if len(r.Stored) == 0 {
+		return nil
+	}
+	se := r.Stored[len(r.Stored)-1]
+	if se.EventSubject == "" {
+		return nil
+	}
+	mk := consumer.MarkKey(consumer.Event{Provider: r.Provider, Account: se.Account, Subject: se.EventSubject})
+	ws := &WatermarkState{Key: mk}
+	kv, err := c.JS.KeyValue(ctx, BucketMarks)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		r.Watermark = ws
+		return nil
+	}
+	if err != nil {
+		return classify("bucket "+BucketMarks, err)
+	}
+	m, rev, err := (&Watermarks{kv: kv}).Get(ctx, mk)
+	if err != nil {
+		return err
+	}
+	if rev > 0 {
+		ws.Exists, ws.At, ws.Keys = true, m.At.UTC(), m.Keys
+		ws.KeyAtMark = slices.Contains(m.Keys, r.Key)
+		if m.Lease != nil {
+			ws.LeaseOwner, ws.LeaseKey = m.Lease.Owner, m.Lease.Key
+		}
+	}
+	r.Watermark = ws
+	return nil
+}
+
+// scanStall is how long a scan waits for a message it knows is pending
+// before it gives up (the server stopped answering).
+const scanStall = 10 * time.Second
+
+// scanStream reads the messages of stream under filter, oldest first, up
+// to the stream's last sequence when it began, with an ordered consumer
+// (headers only when headersOnly) that it deletes when done.
+func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly bool, fn func(StoredMsg)) (Scanned, error) {
+	sc := Scanned{Stream: stream, Filter: filter}
+	s, err := c.JS.Stream(ctx, stream)
+	if errors.Is(err, js.ErrStreamNotFound) {
+		return sc, nil
+	}
+	if err != nil {
+		return sc, classify("stream "+stream, err)
+	}
+	sc.Exists = true
+	state := s.CachedInfo().State
+	sc.UpToSeq = state.LastSeq
+	if state.Msgs == 0 {
+		return sc, nil
+	}
+	cons, err := c.JS.OrderedConsumer(ctx, stream, js.OrderedConsumerConfig{
+		FilterSubjects: []string{filter},
+		HeadersOnly:    headersOnly,
+		// A safety net: the consumer is deleted below, and the server
+		// drops it by itself if this process dies first.
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return sc, classify("scan "+stream, err)
+	}
+	defer func() {
+		if ci := cons.CachedInfo(); ci != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = c.JS.DeleteConsumer(dctx, stream, ci.Name)
+			cancel()
+		}
+	}()
+	ci, err := cons.Info(ctx)
+	if err != nil {
+		return sc, classify("scan "+stream, err)
+	}
+	if ci.NumPending == 0 {
+		return sc, nil
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return sc, classify("scan "+stream, err)
+	}
+	defer it.Stop()
+	progress := time.Now()
+	for {
+		nctx, cancel := context.WithTimeout(ctx, scanStall)
+		msg, err := it.Next(js.NextContext(nctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return sc, ctx.Err()
+			}
+			if errors.Is(err, js.ErrMsgIteratorClosed) || time.Since(progress) >= scanStall {
+				return sc, fmt.Errorf("scan %s (%s): read %d messages, then nothing for %s: %w: %w", stream, filter, sc.Read, scanStall, ErrUnavailable, err)
+			}
+			continue // transient (missed heartbeat, reconnect): the iterator recovers
+		}
+		progress = time.Now()
+		meta, err := msg.Metadata()
+		if err != nil {
+			return sc, fmt.Errorf("scan %s: %w", stream, err)
+		}
+		seq := meta.Sequence.Stream
+		if seq > sc.UpToSeq {
+			return sc, nil
+		}
+		sc.Read++
+		fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()})
+		if seq == sc.UpToSeq || meta.NumPending == 0 {
+			return sc, nil
+		}
+	}
+}
