@@ -18,9 +18,9 @@ import (
 // nats.url, or the embedded server's listen address with its token. When
 // nothing answers there, it opens data_dir itself; the data_dir lock keeps
 // it off a data_dir that a running serve holds, and says which process.
-func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*system, error) {
+func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, acc access) (*system, error) {
 	if cfg.NATS.URL != "" {
-		return openSystem(ctx, cfg, logger, "hookgate-cli")
+		return openSystem(ctx, cfg, logger, "hookgate-cli", acc)
 	}
 	if listen := cfg.NATS.Embedded.Listen; listen != "" {
 		token := cfg.NATS.Embedded.Token.Reveal()
@@ -41,7 +41,7 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*
 		}
 		// Nothing listens: hookgate is not running; open data_dir below.
 	}
-	s, err := openSystem(ctx, cfg, logger, "hookgate-cli")
+	s, err := openSystem(ctx, cfg, logger, "hookgate-cli", acc)
 	if errors.Is(err, jetstream.ErrDataDirLocked) && cfg.NATS.Embedded.Listen == "" {
 		return nil, fmt.Errorf("%w; set nats.embedded.listen so the CLI can reach the running hookgate", err)
 	}

@@ -72,7 +72,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	ctx, cancel := cliContext(ctx)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sys, err := openForCLI(ctx, cfg, logger)
+	sys, err := openForCLI(ctx, cfg, logger, readWrite)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
-	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve")
+	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
 	if err != nil {
 		return err
 	}

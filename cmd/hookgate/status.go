@@ -36,7 +36,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	ctx, cancel := cliContext(ctx)
 	defer cancel()
-	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), readOnly)
 	if err != nil {
 		return err
 	}

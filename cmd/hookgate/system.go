@@ -36,7 +36,15 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 
 // openSystem starts the embedded server when nats.url is empty, connects,
 // checks the max payload and provisions the streams.
-func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string) (*system, error) {
+// access says whether a command may create or update streams.
+type access int
+
+const (
+	readWrite access = iota // serve, replay, dlq: provision streams
+	readOnly                // status, trace: look, never change the setup
+)
+
+func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access) (*system, error) {
 	s := &system{cfg: cfg}
 	need := cfg.HTTP.MaxBodyBytes + headerRoom
 	opts := jetstream.ConnectOptions{Name: name}
@@ -73,6 +81,9 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 	if mp := c.NC.MaxPayload(); mp < need {
 		s.Close()
 		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: raise max_payload on the NATS servers or lower http.max_body_bytes", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need)
+	}
+	if acc == readOnly {
+		return s, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -49,7 +49,7 @@ func runTrace(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, cancel := cliContext(ctx)
 	defer cancel()
-	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), readOnly)
 	if err != nil {
 		return err
 	}
