@@ -11,6 +11,12 @@ import (
 var (
 	errUnknownProvider = errors.New("unknown provider")
 	errTooLarge        = errors.New("body too large")
+	// errHeadersTooLarge: the request headers would not fit the stored
+	// event's header block (JetStream caps it at 64 KiB).
+	errHeadersTooLarge = errors.New("request headers too large")
+	// errValueTooLong: an extracted subject, type, occurred_at or account
+	// is too long to be copied into a Hookgate-* header.
+	errValueTooLong = errors.New("value too long")
 )
 
 // statusOf is the one table from an error kind to the HTTP status the
@@ -21,7 +27,9 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, errTooLarge), errors.Is(err, jetstream.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID):
+	case errors.Is(err, errHeadersTooLarge):
+		return http.StatusRequestHeaderFieldsTooLarge
+	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID), errors.Is(err, errValueTooLong):
 		return http.StatusBadRequest
 	case errors.Is(err, errUnknownProvider):
 		return http.StatusNotFound

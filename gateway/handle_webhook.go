@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/textproto"
+	"os"
 	"strings"
 	"time"
 
@@ -120,19 +122,34 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &mbe) {
 			return nil, fmt.Errorf("%w: over max_body_bytes (%d)", errTooLarge, limit)
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, fmt.Errorf("%w: request body not received within http.timeouts.read", errBodyTimeout)
+		}
+		// A network error names the connection's addresses: keep them
+		// out of the answer and the audit record.
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
 		return nil, fmt.Errorf("%w: reading body: %v", errBodyRead, err)
 	}
 	return buf.Bytes(), nil
 }
 
-var errBodyRead = errors.New("bad request body")
+var (
+	errBodyRead    = errors.New("bad request body")
+	errBodyTimeout = errors.New("request timeout")
+)
 
 // reject answers a 4xx for a known provider, audits it (rate-limited) and
 // counts it.
 func (s *server) reject(w http.ResponseWriter, p *provider, key string, err error) {
 	status := statusOf(err)
-	if errors.Is(err, errBodyRead) {
+	switch {
+	case errors.Is(err, errBodyRead):
 		status = http.StatusBadRequest
+	case errors.Is(err, errBodyTimeout):
+		status = http.StatusRequestTimeout
 	}
 	msg := err.Error()
 	s.metrics.requests.WithLabelValues(p.name, event.DecisionRejected, fmt.Sprint(status)).Inc()
@@ -192,6 +209,14 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 	writeJSON(w, status, answer{Error: msg})
 }
 
+// Bounds on what storedHeaders copies, so that with the Hookgate-* headers
+// the header block stays under JetStream's 64 KiB limit (and the message
+// under max_body_bytes + 64 KiB): 48 KiB + 4 x 1 KiB + key and fixed headers.
+const (
+	MaxStoredRequestHeaders = 48 << 10
+	MaxExtractedValue       = 1 << 10
+)
+
 // storedHeaders is the header set stored with the event: the request's
 // headers minus credentials, hop-by-hop ones and anything that would steer
 // JetStream (Nats-*) or impersonate hookgate (Hookgate-*), plus the
@@ -199,11 +224,21 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload, k DerivedKey, now time.Time) (nats.Header, error) {
 	h := make(nats.Header, len(in)+7)
 	hop := hopHeaders(in)
+	size := 0
 	for name, vals := range in {
 		if dropHeader(name, hop) {
 			continue
 		}
+		for _, v := range vals {
+			size += len(name) + len(v) + 4 // "Name: value\r\n"
+		}
 		h[name] = vals
+	}
+	if size > MaxStoredRequestHeaders {
+		return nil, fmt.Errorf("%w: %d bytes would be stored with the event, at most %d", errHeadersTooLarge, size, MaxStoredRequestHeaders)
+	}
+	if len(k.Account) > MaxExtractedValue {
+		return nil, fmt.Errorf("%w: the account is %d bytes, at most %d", errValueTooLong, len(k.Account), MaxExtractedValue)
 	}
 	h[event.HeaderKey] = []string{k.Key}
 	h[event.HeaderProvider] = []string{p.name}
@@ -221,6 +256,9 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 			return nil, err
 		}
 		if ok {
+			if len(v) > MaxExtractedValue {
+				return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", errValueTooLong, f.src, len(v), MaxExtractedValue)
+			}
 			h[f.name] = []string{sanitizeHeaderValue(v)}
 		}
 	}

@@ -34,6 +34,7 @@ const (
 	codeWrongLastSeqConstant   = 10164
 	codeStreamStoreFailed      = 10077 // "maximum messages/bytes exceeded" surfaces through this on DiscardNew
 	codeMessageExceedsMaximum  = 10054
+	codeHeaderExceedsMaximum   = 10097 // JSStreamHeaderExceedsMaximumErr: header block over 64 KiB
 	codeDuplicateInProcess     = 10158
 	codeBatchDuplicateMsgID    = 10201
 	codeBatchTooManyInflight   = 10211
@@ -60,7 +61,7 @@ func classify(op string, err error) error {
 	switch apiCode(err) {
 	case codeStreamStoreFailed, codeStreamResourcesExceed, codeInsufficientResources, codeAccountResourcesExceed:
 		return fmt.Errorf("%s: %w: %w", op, ErrStreamFull, err)
-	case codeMessageExceedsMaximum:
+	case codeMessageExceedsMaximum, codeHeaderExceedsMaximum:
 		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
