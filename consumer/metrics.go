@@ -1,6 +1,9 @@
 package consumer
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,4 +47,47 @@ func (m *Metrics) observe(provider, decision string, d time.Duration) {
 	}
 	m.events.WithLabelValues(provider, decision).Inc()
 	m.seconds.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+// ForwardMetrics observes the forward effect: latency and status class.
+type ForwardMetrics struct {
+	seconds *prometheus.HistogramVec // provider, class
+}
+
+// NewForwardMetrics registers hookgate_forward_seconds on reg.
+func NewForwardMetrics(reg prometheus.Registerer) *ForwardMetrics {
+	m := &ForwardMetrics{seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hookgate_forward_seconds",
+		Help:    "Forward effect latency by provider and outcome class (2xx, 3xx, 4xx, 5xx, timeout, error).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	}, []string{"provider", "class"})}
+	if reg != nil {
+		reg.MustRegister(m.seconds)
+	}
+	return m
+}
+
+// Wrap returns e instrumented: each Apply is timed and classed.
+func (m *ForwardMetrics) Wrap(provider string, e Effect) Effect {
+	return EffectFunc(func(ctx context.Context, ev Event) error {
+		start := time.Now()
+		err := e.Apply(ctx, ev)
+		m.seconds.WithLabelValues(provider, forwardClass(err)).Observe(time.Since(start).Seconds())
+		return err
+	})
+}
+
+// forwardClass names the outcome of a forward for metrics.
+func forwardClass(err error) string {
+	if err == nil {
+		return "2xx"
+	}
+	var fe *ForwardError
+	if errors.As(err, &fe) && fe.Status > 0 {
+		return fmt.Sprintf("%dxx", fe.Status/100)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timeout"
+	}
+	return "error"
 }

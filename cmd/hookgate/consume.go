@@ -16,7 +16,7 @@ import (
 
 // consumerRules builds each provider's apply rule from the config: forward
 // first (when configured), then publish to GRANTS (unless turned off).
-func consumerRules(cfg *config.Config, grants consumer.Grants) (map[string]consumer.Rule, error) {
+func consumerRules(cfg *config.Config, grants consumer.Grants, fm *consumer.ForwardMetrics) (map[string]consumer.Rule, error) {
 	rules := map[string]consumer.Rule{}
 	for name, pc := range cfg.Providers {
 		var effects []consumer.Effect
@@ -29,7 +29,11 @@ func consumerRules(cfg *config.Config, grants consumer.Grants) (map[string]consu
 			if err != nil {
 				return nil, fmt.Errorf("providers.%s.effects.forward: %w", name, err)
 			}
-			effects = append(effects, f)
+			var eff consumer.Effect = f
+			if fm != nil {
+				eff = fm.Wrap(name, f)
+			}
+			effects = append(effects, eff)
 		}
 		if tmpl, on := pc.Effects.PublishTemplate(); on {
 			effects = append(effects, consumer.GrantsEffect{Template: tmpl, Grants: grants})
@@ -62,13 +66,13 @@ func processorOptions(cfg *config.Config) consumer.Options {
 
 // buildProcessor provisions the KV buckets and wires a processor over sys.
 // dlq may wrap the DLQ writer (dlq replay records the new letters).
-func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, metrics *consumer.Metrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
+func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
 	marks, applied, err := jetstream.ProvisionKV(ctx, sys.conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
 	if err != nil {
 		return nil, err
 	}
 	fx := jetstream.NewEffects(sys.conn)
-	rules, err := consumerRules(cfg, fx)
+	rules, err := consumerRules(cfg, fx, fm)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +88,7 @@ func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger
 func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
-	proc, err := buildProcessor(ctx, cfg, sys, logger, metrics, audit, o, nil)
+	proc, err := buildProcessor(ctx, cfg, sys, logger, metrics, consumer.NewForwardMetrics(reg), audit, o, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	go func() { _ = audit.Run(auditCtx); close(auditDone) }()
 	defer func() { stopAudit(); <-auditDone }()
 
-	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, audit, processorOptions(cfg), nil)
+	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, nil, audit, processorOptions(cfg), nil)
 	if err != nil {
 		return err
 	}
