@@ -38,6 +38,13 @@ type Options struct {
 	// LeaseTTL bounds how long a crashed holder can block a subject. It
 	// must exceed the longest effect run (forward timeout plus publish).
 	LeaseTTL time.Duration
+	// InDoubtWait is how long, after its lease expired, a subject waits
+	// for the redelivery of an event whose holder stopped between claiming
+	// the subject and committing (a crash, a failed commit): its effects
+	// may have run, so only its own redelivery can settle it. Set it above
+	// the consumer's AckWait; after it the subject moves on without it.
+	// 0 = LeaseTTL.
+	InDoubtWait time.Duration
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
 }
@@ -85,6 +92,9 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = time.Minute
+	}
+	if o.InDoubtWait <= 0 {
+		o.InDoubtWait = o.LeaseTTL
 	}
 	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m}
 }
@@ -185,6 +195,25 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			}
 			continue
 		}
+		if l := mark.Lease; rule.Watermark && l != nil && l.Key != ev.Key && now.Before(l.Until.Add(p.opts.InDoubtWait)) {
+			// The holder stopped between claim and commit: its event may
+			// be in GRANTS already. Deciding ours against this mark could
+			// publish an older event after it, or leave it in GRANTS and
+			// judged stale later. Its redelivery settles it; come back
+			// after that.
+			return p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
+		}
+		if rule.Watermark && ev.OccurredAt.After(mark.At) {
+			// Our commit drops the keys applied at the old instant from
+			// the mark. Make sure APPLIED has them first: a holder that
+			// crashed after its commit and before remembering its key
+			// would otherwise find its event "stale" when it comes back.
+			for _, k := range mark.Keys {
+				if err := p.applied.Remember(ctx, k); err != nil {
+					return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
+				}
+			}
+		}
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
 		newRev, err := p.marks.Put(ctx, key, claimed, rev)
@@ -196,6 +225,24 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		}
 		rev = newRev
 		break
+	}
+	if !rule.Watermark {
+		// The mark keeps no keys under ordering none, so the applied-key
+		// check above ran before we held the subject: another instance
+		// may have applied this key while we waited. Check again, now
+		// that the lease serializes us.
+		seen, err := p.applied.Seen(ctx, ev.Key)
+		if err != nil || seen {
+			released := mark
+			released.Lease = nil
+			if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
+			}
+			if err != nil {
+				return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
+			}
+			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied})
+		}
 	}
 
 	if p.crashAt(stepBeforeEffects, m.Event.Key) {
@@ -214,6 +261,13 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 
 	if p.crashAt(stepAfterEffects, m.Event.Key) {
 		return crashed
+	}
+	if !rule.Watermark {
+		// Remember before the lease is released, so the next holder's
+		// check above sees the key.
+		if err := p.applied.Remember(ctx, ev.Key); err != nil {
+			return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
+		}
 	}
 	for {
 		next := advance(mark, ev, rule.Watermark)

@@ -61,6 +61,9 @@ func processorOptions(cfg *config.Config) consumer.Options {
 		MaxDeliver: cfg.Consumer.MaxDeliver,
 		Backoff:    cfg.Consumer.Backoff,
 		LeaseTTL:   leaseTTL(cfg),
+		// Longer than the consumer's AckWait (= LeaseTTL): a crashed
+		// holder's event is redelivered within it and settles its subject.
+		InDoubtWait: 2 * leaseTTL(cfg),
 	}
 }
 

@@ -1,0 +1,207 @@
+package consumer_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+)
+
+// Regression tests for the bugs TestProcessorProperty found (its
+// knownNoneRerun, knownInDoubt, knownDroppedKey).
+
+type grantLog struct {
+	mu   sync.Mutex
+	keys []string // every successful call, in order
+}
+
+func (g *grantLog) PublishGrant(_ context.Context, _, key string, _ http.Header, _ []byte) (uint64, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keys = append(g.keys, key)
+	return uint64(len(g.keys)), nil
+}
+
+func (g *grantLog) calls() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.keys)
+}
+
+// deduped is GRANTS as the stream keeps it (Nats-Msg-Id = key).
+func (g *grantLog) deduped() []string {
+	var out []string
+	for _, k := range g.calls() {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+type noLetters struct{}
+
+func (noLetters) DeadLetter(context.Context, consumer.Event, string, int) (uint64, error) {
+	return 1, nil
+}
+
+type nopDelivery struct{}
+
+func (nopDelivery) Ack(context.Context) error        { return nil }
+func (nopDelivery) NakWithDelay(time.Duration) error { return nil }
+func (nopDelivery) InProgress() error                { return nil }
+
+type bugEnv struct {
+	marks   *memMarks
+	applied *memApplied
+	grants  *grantLog
+	now     time.Time
+}
+
+func newBugEnv() *bugEnv {
+	return &bugEnv{marks: newMemMarks(), applied: newMemApplied(), grants: &grantLog{},
+		now: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (e *bugEnv) proc(owner string, extra ...consumer.Effect) *consumer.Processor {
+	effects := append(extra, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: e.grants})
+	rules := map[string]consumer.Rule{
+		provWatermark: {Watermark: true, Effects: effects},
+		provNone:      {Watermark: false, Effects: effects},
+	}
+	return consumer.NewProcessor(rules, e.marks, e.applied, noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+		consumer.Options{Owner: owner, MaxDeliver: 3, LeaseTTL: time.Minute, Now: func() time.Time { return e.now }})
+}
+
+func at(h int) time.Time { return time.Date(2026, 11, 30, h, 0, 0, 0, time.UTC) }
+
+func deliver(p *consumer.Processor, s spec, deliveries int) consumer.Outcome {
+	return p.Process(context.Background(), &consumer.Message{Event: s.event(1), Deliveries: deliveries, Delivery: nopDelivery{}})
+}
+
+func crashAt(p *consumer.Processor, step string) {
+	consumer.SetCrash(p, func(s, _ string) bool { return s == step })
+}
+
+// Under ordering none, one key delivered to two instances at once (a
+// redelivery after the ack wait, a replay) must apply once: the second
+// waits for the first one's lease and must then find the key applied.
+func TestOrderingNoneConcurrentDuplicateAppliesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newBugEnv()
+		inEffect, release := make(chan struct{}), make(chan struct{})
+		var (
+			mu    sync.Mutex
+			calls int
+		)
+		slow := consumer.EffectFunc(func(context.Context, consumer.Event) error {
+			mu.Lock()
+			calls++
+			first := calls == 1
+			mu.Unlock()
+			if first {
+				close(inEffect)
+				<-release
+			}
+			return nil
+		})
+		k := spec{key: "k", provider: provNone, subject: "G-1", at: at(10)}
+		a, b := e.proc("a", slow), e.proc("b", slow)
+		outs := make(chan string, 2)
+		go func() { outs <- "a: " + deliver(a, k, 1).Decision }()
+		<-inEffect // a holds the subject and runs the effects
+		go func() { outs <- "b: " + deliver(b, k, 1).Decision }()
+		synctest.Wait() // b found k not applied yet and waits for a's lease
+		close(release)
+		got := []string{<-outs, <-outs}
+		if calls != 1 {
+			t.Fatalf("effects ran %d times for one key; decisions %v", calls, got)
+		}
+	})
+}
+
+// A crash after the effects and before the watermark commit leaves the
+// event in GRANTS while the mark does not know it. Another instance must
+// not decide the subject's next event against that mark as if nothing
+// happened: an older event would be published after a newer one, or the
+// in-doubt event, back from redelivery, judged stale although in GRANTS.
+func TestCrashAfterEffectsKeepsWatermarkOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		crashed, next spec
+	}{
+		{"older event next", spec{key: "k-new", provider: provWatermark, subject: "G-1", at: at(11)},
+			spec{key: "k-old", provider: provWatermark, subject: "G-1", at: at(10)}},
+		{"newer event next", spec{key: "k-old", provider: provWatermark, subject: "G-1", at: at(10)},
+			spec{key: "k-new", provider: provWatermark, subject: "G-1", at: at(11)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newBugEnv()
+			a := e.proc("a")
+			crashAt(a, stepAfterEffects)
+			if out := deliver(a, tc.crashed, 1); out.Decision != crashedOutcome {
+				t.Fatalf("first delivery: %+v, want the injected crash", out)
+			}
+			e.now = e.now.Add(time.Minute + time.Second) // a's lease just expired; a is gone
+			b := e.proc("b")
+			var decisions []string
+			// The stream goes on: the next event, then both redelivered
+			// until neither is retried.
+			queue := []struct {
+				s spec
+				n int
+			}{{tc.next, 1}, {tc.crashed, 2}}
+			for len(queue) > 0 && len(decisions) < 10 {
+				q := queue[0]
+				queue = queue[1:]
+				out := deliver(b, q.s, q.n)
+				decisions = append(decisions, q.s.key+" "+out.Decision)
+				if out.Decision == consumer.Retry {
+					queue = append(queue, struct {
+						s spec
+						n int
+					}{q.s, q.n + 1})
+				}
+			}
+			got := e.grants.deduped()
+			if !slices.Equal(got, []string{tc.crashed.key}) && !slices.Equal(got, []string{"k-old", "k-new"}) {
+				t.Fatalf("GRANTS = %v (decisions %v): not in watermark order", got, decisions)
+			}
+			for _, d := range decisions {
+				if d == tc.crashed.key+" "+consumer.Stale {
+					t.Fatalf("%s is in GRANTS and was judged stale (decisions %v)", tc.crashed.key, decisions)
+				}
+			}
+		})
+	}
+}
+
+// A crash after the watermark commit and before APPLIED, then a newer
+// event: the key leaves the mark, and its redelivery must still be
+// already-applied, not stale.
+func TestCrashAfterCommitThenNewerStaysApplied(t *testing.T) {
+	e := newBugEnv()
+	k1 := spec{key: "k1", provider: provWatermark, subject: "G-1", at: at(10)}
+	k2 := spec{key: "k2", provider: provWatermark, subject: "G-1", at: at(11)}
+	a := e.proc("a")
+	crashAt(a, stepAfterWatermark)
+	if out := deliver(a, k1, 1); out.Decision != crashedOutcome {
+		t.Fatalf("k1: %+v, want the injected crash", out)
+	}
+	b := e.proc("b")
+	if out := deliver(b, k2, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k2: %+v, want applied", out)
+	}
+	if out := deliver(b, k1, 2); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k1 redelivered: %+v; want already-applied (it is in GRANTS: %v)", out, e.grants.deduped())
+	}
+	if seen, _ := e.applied.Seen(context.Background(), "k1"); !seen {
+		t.Fatal("APPLIED does not have k1, so replays will call it stale")
+	}
+}
