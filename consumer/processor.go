@@ -269,8 +269,14 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
 		}
 	}
+	lost := false
 	for {
 		next := advance(mark, ev, rule.Watermark)
+		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {
+			// Someone took the subject after our lease expired and is
+			// applying now: keep their claim.
+			next.Lease = l
+		}
 		_, err := p.marks.Put(ctx, key, next, rev)
 		if err == nil {
 			break
@@ -282,6 +288,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// Our lease expired and someone moved the entry: re-read and
 		// commit on top of what is there now, never backwards.
 		var gerr error
+		lost = true
 		mark, rev, gerr = p.marks.Get(ctx, key)
 		if gerr != nil {
 			return p.retry(m, fmt.Errorf("re-read watermark: %w", gerr), false)
