@@ -76,7 +76,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	switch args[0] {
 	case "serve":
-		return runServe(ctx, args[1:], getenv, stdout, stderr)
+		err := runServe(ctx, args[1:], getenv, stdout, stderr)
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			// Stopped while starting: a clean stop, not a failure.
+			return nil
+		}
+		return err
 	case "config":
 		if len(args) < 2 || args[1] != "check" {
 			return usagef("want 'hookgate config check FILE'")

@@ -67,8 +67,25 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	go func() { auditDone <- audit.Run(auditCtx) }()
 	defer func() { stopAudit(); <-auditDone }()
 
-	g, gctx := errgroup.WithContext(ctx)
-	var servers []*http.Server
+	// Everything that can fail or take time is set up before the
+	// listeners open, so "listening" means ready to take webhooks.
+	var runConsumer func(context.Context) error
+	if cfg.Roles.Consumer {
+		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit); err != nil {
+			return err
+		}
+	}
+	type listener struct {
+		srv  *http.Server
+		ln   net.Listener
+		line string
+	}
+	var listeners []listener
+	closeAll := func() {
+		for _, l := range listeners {
+			_ = l.ln.Close()
+		}
+	}
 	if cfg.Roles.Gateway {
 		h, err := gateway.NewServer(logger, cfg, deps)
 		if err != nil {
@@ -78,9 +95,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return err
 		}
-		servers = append(servers, srv)
-		fmt.Fprintf(stdout, "hookgate: listening on %s://%s\n", scheme(cfg), ln.Addr())
-		g.Go(func() error { return serveHTTP(srv, ln, cfg) })
+		listeners = append(listeners, listener{srv, ln, fmt.Sprintf("hookgate: listening on %s://%s", scheme(cfg), ln.Addr())})
 	}
 	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
 		addr := cfg.HTTP.AdminListen
@@ -89,17 +104,20 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		srv, ln, err := listen(cfg, addr, gateway.NewAdminHandler(logger, deps), logger)
 		if err != nil {
+			closeAll()
 			return err
 		}
-		servers = append(servers, srv)
-		fmt.Fprintf(stdout, "hookgate: admin on %s://%s\n", scheme(cfg), ln.Addr())
-		g.Go(func() error { return serveHTTP(srv, ln, cfg) })
+		listeners = append(listeners, listener{srv, ln, fmt.Sprintf("hookgate: admin on %s://%s", scheme(cfg), ln.Addr())})
 	}
-	if cfg.Roles.Consumer {
-		runConsumer, err := startConsumer(ctx, cfg, sys, logger, reg, audit)
-		if err != nil {
-			return err
-		}
+
+	g, gctx := errgroup.WithContext(ctx)
+	var servers []*http.Server
+	for _, l := range listeners {
+		servers = append(servers, l.srv)
+		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
+		fmt.Fprintln(stdout, l.line)
+	}
+	if runConsumer != nil {
 		// The consumer stops with ctx and finishes its current events
 		// before the deferred closes run.
 		g.Go(func() error { return runConsumer(gctx) })

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SIGTERM stops accepting, lets an in-flight request finish (its event is
+// stored and answered 200), then exits 0.
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	e := newEnv(t, "")
+	hg := start(t, e.cfgPath)
+	addr := strings.TrimPrefix(hg.baseURL, "http://")
+
+	body := []byte(`{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	h := signGrants(t, "msg_inflight", body)
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var req strings.Builder
+	fmt.Fprintf(&req, "POST /webhooks/grants HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", addr, len(body))
+	for k, v := range h {
+		fmt.Fprintf(&req, "%s: %s\r\n", k, v[0])
+	}
+	req.WriteString("\r\n")
+	// Headers and half the body: the request is in flight.
+	if _, err := conn.Write(append([]byte(req.String()), body[:len(body)/2]...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := hg.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// Shutdown has begun once new connections are refused.
+	waitFor(t, "the listener to close after SIGTERM", 10*time.Second, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err != nil {
+			return true
+		}
+		c.Close()
+		return false
+	})
+	select {
+	case <-hg.done:
+		t.Fatalf("hookgate exited with a request in flight:\n%s", hg.stderr)
+	default:
+	}
+	if _, err := conn.Write(body[len(body)/2:]); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("in-flight request got no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("in-flight request answered %d, want 200", resp.StatusCode)
+	}
+	select {
+	case <-hg.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("hookgate did not exit within 30s of SIGTERM")
+	}
+	if code := hg.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM:\n%s", code, hg.stderr)
+	}
+	// The answered event was stored: after a restart it is a duplicate.
+	hg = start(t, e.cfgPath)
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_inflight", body), body), 200, "status", "duplicate")
+}
