@@ -30,9 +30,22 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	for k, v := range h {
 		fmt.Fprintf(&req, "%s: %s\r\n", k, v[0])
 	}
-	req.WriteString("\r\n")
-	// Headers and half the body: the request is in flight.
-	if _, err := conn.Write(append([]byte(req.String()), body[:len(body)/2]...)); err != nil {
+	// Expect: 100-continue makes the server say when the handler has
+	// started reading the body: then the request is surely in flight.
+	req.WriteString("Expect: 100-continue\r\n\r\n")
+	if _, err := conn.Write([]byte(req.String())); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(line, "100 Continue") {
+		t.Fatalf("want 100 Continue, got %q, %v", line, err)
+	}
+	if _, err := br.ReadString('\n'); err != nil { // the blank line after it
+		t.Fatal(err)
+	}
+	if _, err := conn.Write(body[:len(body)/2]); err != nil {
 		t.Fatal(err)
 	}
 	if err := hg.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -56,9 +69,9 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatalf("in-flight request got no answer: %v", err)
+		t.Fatalf("in-flight request got no answer: %v\n%s", err, hg.stderr)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
