@@ -5,7 +5,7 @@ CONFIG   ?= examples/hookgate.yaml
 PKGS     := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test e2e fuzz bench lint tidy-check clean
+.PHONY: build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean cluster cluster-down
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hookgate
@@ -32,8 +32,23 @@ fuzz:
 	  done; \
 	done
 
-## bench: benchmarks with allocations
-bench:
+BENCH      := bin/hookgate-bench
+BENCHFLAGS ?=
+
+## bench: hookgate vs the floor in one run (issue 6): bench/results/latest.{txt,json,svg}, CPU flame graphs; ~5 min
+## smoke: make bench BENCHFLAGS="-duration 3s -warmup 1s -rounds 1 -keys 100000 -profile-duration 3s"
+bench: build
+	@command -v dot >/dev/null 2>&1 || apt-get install -y graphviz >/dev/null 2>&1 || echo "bench: no graphviz; the call-graph SVG is skipped (apt-get install graphviz)"
+	$(GO) build -o $(BENCH) ./cmd/hookgate-bench
+	./$(BENCH) -hookgate $(BIN) -out bench/results $(BENCHFLAGS)
+
+## bench-keys-10m: memory per tracked key and restart-to-ready at 10 M keys (~12 min, ~17 GB disk)
+bench-keys-10m: build
+	$(GO) build -o $(BENCH) ./cmd/hookgate-bench
+	./$(BENCH) -hookgate $(BIN) -out bench/results -rounds 0 -profile=false -keys 10000000 -name keys-10m
+
+## bench-micro: go test benchmarks with allocations (the handler path's -benchmem)
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 lint:

@@ -185,6 +185,8 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 
 type delivery struct{ m js.Msg }
 
-func (d delivery) Ack(ctx context.Context) error      { return d.m.DoubleAck(ctx) }
+// Ack does not wait for the server to confirm: a lost ack only means a
+// redelivery, which the applied-key check answers already-applied.
+func (d delivery) Ack(ctx context.Context) error      { return d.m.Ack() }
 func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
 func (d delivery) InProgress() error                  { return d.m.InProgress() }

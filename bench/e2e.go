@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// e2eMonitor watches GRANTS and the consumer's lag over NATS while the
+// end-to-end round runs.
+type e2eMonitor struct {
+	nc      *nats.Conn
+	j       js.JetStream
+	t0      time.Time
+	mu      sync.Mutex
+	points  []Point
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+func newE2EMonitor(ctx context.Context, port int, token string) (*e2eMonitor, error) {
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.Token(token))
+	if err != nil {
+		return nil, fmt.Errorf("connect to hookgate's NATS: %w", err)
+	}
+	j, err := js.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	m := &e2eMonitor{nc: nc, j: j}
+	// The consumer is created after the gateway listens: wait for it.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, _, err = m.sample(ctx); err == nil {
+			return m, nil
+		}
+		if time.Now().After(deadline) {
+			nc.Close()
+			return nil, fmt.Errorf("consumer %s not found: %w", jetstream.DurableApply, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sample returns GRANTS' message count and the consumer's lag (not yet
+// delivered plus delivered and not acked).
+func (m *e2eMonitor) sample(ctx context.Context) (applied, lag uint64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := m.j.Stream(ctx, jetstream.StreamGrants)
+	if err != nil {
+		return 0, 0, err
+	}
+	cons, err := m.j.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+	if err != nil {
+		return 0, 0, err
+	}
+	info := cons.CachedInfo()
+	return st.CachedInfo().State.Msgs, info.NumPending + uint64(info.NumAckPending), nil
+}
+
+func (m *e2eMonitor) start() {
+	m.t0 = time.Now()
+	m.stop, m.stopped = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(m.stopped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if a, l, err := m.sample(context.Background()); err == nil {
+				m.mu.Lock()
+				m.points = append(m.points, Point{T: time.Since(m.t0).Seconds(), Applied: a, Lag: l})
+				m.mu.Unlock()
+			}
+			select {
+			case <-m.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// drain is called when the load ends: it waits until the lag is 0 (or
+// timeout) and computes the consumer's rates.
+func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResult {
+	loadEnd := time.Now()
+	r := &E2EResult{LoadSeconds: loadEnd.Sub(m.t0).Seconds()}
+	if a, l, err := m.sample(ctx); err == nil {
+		r.AppliedDuring = float64(a) / r.LoadSeconds
+		r.LagAtLoadEnd = l
+	}
+	deadline := loadEnd.Add(timeout)
+	for {
+		a, l, err := m.sample(ctx)
+		if err == nil && l == 0 {
+			r.Drained = true
+			r.Applied = a
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.Applied = a
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	done := time.Now()
+	close(m.stop)
+	<-m.stopped
+	r.DrainSeconds = done.Sub(loadEnd).Seconds()
+	r.AppliedRate = float64(r.Applied) / done.Sub(m.t0).Seconds()
+	if st, err := m.j.Stream(ctx, jetstream.StreamWebhooks); err == nil {
+		r.Stored = st.CachedInfo().State.Msgs
+	}
+	m.mu.Lock()
+	r.Timeline = append(r.Timeline, m.points...)
+	m.mu.Unlock()
+	r.Timeline = append(r.Timeline, Point{T: done.Sub(m.t0).Seconds(), Applied: r.Applied})
+	for i, p := range r.Timeline {
+		for _, q := range r.Timeline[i+1:] {
+			if q.T-p.T >= 1 {
+				r.AppliedPeak = max(r.AppliedPeak, float64(q.Applied-p.Applied)/(q.T-p.T))
+				break
+			}
+		}
+	}
+	return r
+}
+
+func (m *e2eMonitor) close() { m.nc.Close() }

@@ -1,0 +1,341 @@
+// Package bench is hookgate's benchmark harness (issue 6): it measures
+// hookgate against a floor (the least a gateway on JetStream can do) in
+// one run, alternating configurations round by round on the same machine,
+// with a load generator of its own; and it measures the memory each
+// tracked key costs the server, restart-to-ready, and where the gateway's
+// CPU time goes. cmd/hookgate-bench is its command line.
+//
+// Every server under test runs in a process of its own (the floor is this
+// program re-run with the "floor" subcommand, hookgate is the built
+// binary's `serve`), so RSS and CPU are read per process from /proc, the
+// same way for both sides. Timings are reported, never asserted.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+)
+
+// Options configure a harness run.
+type Options struct {
+	Self     string // this program: re-run as "floor", "gateway", "keys-fill", "keys-restart"
+	Hookgate string // the hookgate binary
+	Out      string // results directory; "" writes nothing but the table
+	Name     string // base name of the JSON and SVG files; "" = "latest"
+	Work     string // scratch directory for data dirs; "" = a new temp dir, removed at the end
+
+	Conns        int
+	BodySize     int
+	MaxBody      int64
+	Warmup       time.Duration
+	Duration     time.Duration
+	Rounds       int
+	Redeliver    float64  // share of redeliveries in the "redeliver" configuration
+	Only         []string // configuration names to run; empty = all
+	DrainTimeout time.Duration
+
+	Keys        int // tracked keys to measure; 0 skips
+	KeysBody    int
+	KeysSettle  time.Duration
+	KeysApplied bool
+
+	Profile         bool
+	ProfileDuration time.Duration
+
+	Command string    // how the run was invoked, for the report
+	Log     io.Writer // progress lines
+}
+
+// Run measures every configuration Rounds times, alternating them round
+// by round (floor, hmac, standard, ..., floor, hmac, ...), then profiles
+// the gateway and measures tracked keys, and returns the report. It
+// writes NAME.json, NAME.svg and the profile files to o.Out.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	start := time.Now()
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Name == "" {
+		o.Name = "latest"
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	if o.Work == "" {
+		dir, err := os.MkdirTemp("", "hookgate-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		o.Work = dir
+	}
+	if o.Out != "" {
+		if err := os.MkdirAll(o.Out, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	all := Configurations(o.Redeliver)
+	for _, name := range o.Only {
+		if !slices.ContainsFunc(all, func(c Configuration) bool { return c.Name == name }) {
+			return nil, fmt.Errorf("unknown configuration %q; want floor, hmac, standard, redeliver, digest or e2e", name)
+		}
+	}
+	var cfgs []Configuration
+	for _, c := range all {
+		if len(o.Only) == 0 || slices.Contains(o.Only, c.Name) || c.Name == "floor" {
+			cfgs = append(cfgs, c)
+		}
+	}
+	h := &harness{o: o, nonce: nonce()}
+	rep := &Report{
+		Time:    start,
+		Command: o.Command,
+		Machine: machine(),
+		Settings: Settings{Conns: o.Conns, BodyBytes: o.BodySize, WarmupS: o.Warmup.Seconds(), DurationS: o.Duration.Seconds(),
+			Rounds: o.Rounds, Redeliveries: o.Redeliver, Keys: o.Keys},
+	}
+	for round := 1; round <= o.Rounds; round++ {
+		rps := map[string]float64{}
+		for _, c := range cfgs {
+			r, err := h.round(ctx, round, c)
+			if err != nil {
+				return nil, fmt.Errorf("round %d, %s: %w", round, c.Name, err)
+			}
+			rps[c.Name] = r.RPS
+			if r.E2E != nil && rps["hmac"] > 0 {
+				r.E2E.AppliedVsPeakGw = r.E2E.AppliedRate / rps["hmac"]
+			}
+			fmt.Fprintf(o.Log, "round %d/%d %-9s %8.0f rps  p50 %6.2fms  p99 %6.2fms  cpu %4.0fµs/req  rss %s  errors %d  other procs %.2f CPUs%s\n",
+				round, o.Rounds, c.Name, r.RPS, r.P50ms, r.P99ms, r.ServerCPUus, mib(r.RSSPeak), r.Errors, r.OtherCPUs, e2eNote(r.E2E))
+			rep.Rounds = append(rep.Rounds, r)
+		}
+	}
+	rep.Configs = aggregate(cfgs, rep.Rounds)
+	if o.Profile {
+		p, err := h.profile(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+		rep.Profile = p
+	}
+	if o.Keys > 0 {
+		fmt.Fprintf(o.Log, "tracked keys: filling %d ids...\n", o.Keys)
+		k, err := MeasureKeys(ctx, o.Self, filepath.Join(o.Work, "keys"), KeysFillOptions{
+			N: o.Keys, BodySize: o.KeysBody, Settle: o.KeysSettle, Applied: o.KeysApplied,
+		}, o.Log)
+		if err != nil {
+			return nil, fmt.Errorf("tracked keys: %w", err)
+		}
+		rep.Keys = &k
+	}
+	rep.goals()
+	rep.Elapsed = time.Since(start).Seconds()
+	if o.Out != "" {
+		if err := rep.WriteJSON(filepath.Join(o.Out, o.Name+".json")); err != nil {
+			return rep, err
+		}
+		if len(rep.Configs) > 0 {
+			f, err := os.Create(filepath.Join(o.Out, o.Name+".svg"))
+			if err != nil {
+				return rep, err
+			}
+			if err := rep.WriteSVG(f); err != nil {
+				f.Close()
+				return rep, err
+			}
+			if err := f.Close(); err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+func e2eNote(e *E2EResult) string {
+	if e == nil {
+		return ""
+	}
+	return fmt.Sprintf("  applied %.0f/s (%d of %d stored), lag 0 after %.1fs: %t", e.AppliedRate, e.Applied, e.Stored, e.DrainSeconds, e.Drained)
+}
+
+func nonce() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func machine() string {
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return strings.TrimSpace(fmt.Sprintf("%d CPUs %s, %s %s/%s", runtime.NumCPU(), model, runtime.Version(), runtime.GOOS, runtime.GOARCH))
+}
+
+type harness struct {
+	o     Options
+	nonce string
+}
+
+// freePort returns a loopback port nobody listens on right now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// server starts c's server in dir: the floor child, or hookgate serve on a
+// generated config (gatewayArgv replaces `hookgate serve` when set).
+func (h *harness) server(ctx context.Context, c Configuration, dir string, gatewayArgv []string) (*Child, int, string, error) {
+	var argv []string
+	prefix := "hookgate: listening on "
+	natsPort, token := 0, ""
+	if c.Floor {
+		argv = []string{h.o.Self, "floor", "-dir", dir, "-listen", "127.0.0.1:0", "-max-body", fmt.Sprint(h.o.MaxBody)}
+		prefix = "floor: listening on "
+	} else {
+		if c.EndToEnd {
+			p, err := freePort()
+			if err != nil {
+				return nil, 0, "", err
+			}
+			natsPort, token = p, "bench-"+nonce()+nonce()
+		}
+		y := c.HookgateYAML(filepath.Join(dir, "data"), h.o.MaxBody, natsPort, token)
+		if err := CheckHookgateYAML(y); err != nil {
+			return nil, 0, "", fmt.Errorf("generated config is invalid: %w\n%s", err, y)
+		}
+		path := filepath.Join(dir, "hookgate.yaml")
+		if err := os.WriteFile(path, y, 0o600); err != nil {
+			return nil, 0, "", err
+		}
+		argv = []string{h.o.Hookgate, "serve", "--config", path}
+		if gatewayArgv != nil {
+			argv = append(append([]string(nil), gatewayArgv...), "-config", path)
+		}
+	}
+	child, err := StartChild(ctx, argv, nil, filepath.Join(dir, "server.log"), prefix, 2*time.Minute)
+	return child, natsPort, token, err
+}
+
+func (h *harness) loadOptions(c Configuration, round int, addr string) (LoadOptions, error) {
+	sch, err := c.Signer()
+	if err != nil {
+		return LoadOptions{}, err
+	}
+	return LoadOptions{
+		Addr: addr, Path: "/webhooks/" + BenchProvider, Signer: sch, Secret: config.Secret(c.Secret),
+		Conns: h.o.Conns, Warmup: h.o.Warmup, Duration: h.o.Duration, BodySize: h.o.BodySize,
+		Redeliver: c.Redeliver, IDPrefix: fmt.Sprintf("evt_%s_r%d_%s", h.nonce, round, c.Name),
+	}, nil
+}
+
+// cpuWindow samples a process's CPU (and the harness's own) at the start
+// and end of the measured window.
+type cpuWindow struct {
+	mu                   sync.Mutex
+	pid                  int
+	srv0, srv1, me0, me1 time.Duration
+	all0, all1           time.Duration
+	t0, t1               time.Time
+}
+
+func (w *cpuWindow) mark(start bool) {
+	srv, _ := ReadCPU(w.pid)
+	me, _ := ReadCPU(os.Getpid())
+	all, _ := ReadBusyCPU()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if start {
+		w.srv0, w.me0, w.all0, w.t0 = srv, me, all, time.Now()
+	} else {
+		w.srv1, w.me1, w.all1, w.t1 = srv, me, all, time.Now()
+	}
+}
+
+// perRequest returns server and harness CPU per request, and how many
+// CPUs other processes kept busy on average during the window.
+func (w *cpuWindow) perRequest(n uint64) (server, client, others float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n == 0 || w.t1.IsZero() {
+		return 0, 0, 0
+	}
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(n) }
+	other := (w.all1 - w.all0) - (w.srv1 - w.srv0) - (w.me1 - w.me0)
+	return us(w.srv1 - w.srv0), us(w.me1 - w.me0), max(float64(other)/float64(w.t1.Sub(w.t0)), 0)
+}
+
+func (h *harness) round(ctx context.Context, round int, c Configuration) (RoundResult, error) {
+	res := RoundResult{Round: round, Config: c.Name}
+	dir := filepath.Join(h.o.Work, fmt.Sprintf("r%d-%s", round, c.Name))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	child, natsPort, token, err := h.server(ctx, c, dir, nil)
+	if err != nil {
+		return res, err
+	}
+	defer child.Kill()
+	lo, err := h.loadOptions(c, round, child.Addr)
+	if err != nil {
+		return res, err
+	}
+	cpu := &cpuWindow{pid: child.Pid()}
+	lo.OnWindow = cpu.mark
+
+	var mon *e2eMonitor
+	if c.EndToEnd {
+		if mon, err = newE2EMonitor(ctx, natsPort, token); err != nil {
+			return res, fmt.Errorf("end to end: %w\n%s", err, child.LogTail(20))
+		}
+		defer mon.close()
+		mon.start()
+	}
+	lr, err := Load(ctx, lo)
+	if err != nil {
+		return res, err
+	}
+	mem, _ := ReadMemory(child.Pid())
+	if mon != nil {
+		res.E2E = mon.drain(ctx, h.o.DrainTimeout)
+		if m, err := ReadMemory(child.Pid()); err == nil {
+			mem = m
+		}
+	}
+	res.RPS, res.hist = lr.RPS, lr.Latency
+	res.P50ms, res.P99ms = ms(lr.Latency.Quantile(0.5)), ms(lr.Latency.Quantile(0.99))
+	res.Measured, res.Sent, res.Accepted, res.Duplicates = lr.Measured, lr.Sent, lr.Accepted, lr.Duplicates
+	res.Errors, res.Statuses, res.FirstError = lr.Errors, lr.Statuses, lr.FirstError
+	res.RSSPeak, res.RSSEnd = mem.Peak, mem.RSS
+	res.ServerCPUus, res.ClientCPUus, res.OtherCPUs = cpu.perRequest(lr.Measured)
+	if err := child.Stop(30 * time.Second); err != nil {
+		fmt.Fprintf(h.o.Log, "%s: %v\n", c.Name, err)
+	}
+	if lr.Measured == 0 {
+		return res, fmt.Errorf("no request completed (errors %d, first: %s)\n%s", lr.Errors, lr.FirstError, child.LogTail(20))
+	}
+	return res, nil
+}

@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/gateway"
+)
+
+// TestLoadAgainstNetHTTP runs the raw HTTP/1.1 client against net/http
+// servers answering in each framing (Content-Length, chunked, close) and
+// checks that signatures verify with hookgate's own scheme, ids are unique,
+// redeliveries repeat earlier requests byte for byte, and statuses count.
+func TestLoadAgainstNetHTTP(t *testing.T) {
+	sch, err := gateway.NewScheme(gateway.SchemeHMACSHA256, gateway.SchemeOptions{Header: "X-Signature"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := config.Secret("s3cret")
+	for _, framing := range []string{"length", "chunked", "close", "error"} {
+		t.Run(framing, func(t *testing.T) {
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var bad []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				var ev struct {
+					ID string `json:"id"`
+				}
+				verr := sch.Verify(r.Header, body, []config.Secret{secret}, time.Now())
+				jerr := json.Unmarshal(body, &ev)
+				mu.Lock()
+				if verr != nil || jerr != nil || ev.ID != r.Header.Get("X-Event-Id") || len(body) != 700 {
+					bad = append(bad, fmt.Sprintf("verify %v, json %v, id %q/%q, %d bytes", verr, jerr, ev.ID, r.Header.Get("X-Event-Id"), len(body)))
+				}
+				seen[ev.ID]++
+				dup := seen[ev.ID] > 1
+				mu.Unlock()
+				answer := `{"status":"accepted"}`
+				if dup {
+					answer = `{"status":"duplicate"}`
+				}
+				switch framing {
+				case "chunked":
+					w.WriteHeader(200)
+					_, _ = io.WriteString(w, answer[:5])
+					w.(http.Flusher).Flush()
+					_, _ = io.WriteString(w, answer[5:])
+				case "close":
+					w.Header().Set("Connection", "close")
+					_, _ = io.WriteString(w, answer)
+				case "error":
+					http.Error(w, "nope", http.StatusServiceUnavailable)
+				default:
+					_, _ = io.WriteString(w, answer)
+				}
+			}))
+			defer srv.Close()
+			res, err := Load(t.Context(), LoadOptions{
+				Addr: strings.TrimPrefix(srv.URL, "http://"), Path: "/webhooks/x", Signer: sch, Secret: secret,
+				Conns: 4, Warmup: 50 * time.Millisecond, Duration: 300 * time.Millisecond, BodySize: 700,
+				Redeliver: 0.5, IDPrefix: "evt_t",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(bad) > 0 {
+				t.Fatalf("%d bad requests, first: %s", len(bad), bad[0])
+			}
+			if res.Measured == 0 || res.RPS <= 0 || res.Latency.Count() != res.Measured {
+				t.Fatalf("measured %d, rps %.0f, histogram %d", res.Measured, res.RPS, res.Latency.Count())
+			}
+			if framing == "error" {
+				if res.Errors != res.Sent || res.Statuses[503] != res.Sent {
+					t.Fatalf("errors %d, 503s %d, sent %d: every 503 is an error", res.Errors, res.Statuses[503], res.Sent)
+				}
+				return
+			}
+			if res.Errors != 0 {
+				t.Fatalf("%d errors, first: %s", res.Errors, res.FirstError)
+			}
+			var repeats int
+			for _, n := range seen {
+				repeats += n - 1
+			}
+			if uint64(repeats) != res.Duplicates || res.Accepted+res.Duplicates != res.Sent {
+				t.Fatalf("server saw %d repeats; client counted %d duplicates, %d accepted of %d sent", repeats, res.Duplicates, res.Accepted, res.Sent)
+			}
+			if share := float64(res.Duplicates) / float64(res.Sent); share < 0.35 || share > 0.65 {
+				t.Errorf("redelivery share %.2f, want about 0.5", share)
+			}
+		})
+	}
+}
+
+func TestBodySizeAndShape(t *testing.T) {
+	for _, size := range []int{0, 100, 1024, 65536} {
+		b := Body("evt_1", "G-1", time.Unix(1700000000, 5).UTC(), size)
+		var v map[string]any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("size %d: %v", size, err)
+		}
+		if size > 200 && len(b) != size {
+			t.Errorf("size %d: got %d bytes", size, len(b))
+		}
+		if v["id"] != "evt_1" || v["grant_id"] != "G-1" || v["occurred_at"] != "2023-11-14T22:13:20.000000005Z" {
+			t.Errorf("size %d: fields %v", size, v)
+		}
+	}
+}
