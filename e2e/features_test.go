@@ -1,0 +1,201 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// writeConfig writes a config from a template with %[1]s = data dir.
+func writeConfig(t testing.TB, body string) (cfgPath, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	cfgPath = filepath.Join(dir, "hookgate.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(body, filepath.Join(dir, "data"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfgPath, dir
+}
+
+// `hookgate sign` prints headers that the gateway accepts, for every
+// scheme (read back through curl-style "Name: value" lines).
+func TestSignCommandHeadersAreAccepted(t *testing.T) {
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+roles: { consumer: false }
+providers:
+  sw:     { signature: { scheme: standard-webhooks, secrets: ["whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQ="] } }
+  stripe: { signature: { scheme: stripe, secrets: ["whsec_stripe_test"] } }
+  gh:     { signature: { scheme: github, secrets: ["gh-secret"] } }
+  shop:   { signature: { scheme: shopify, secrets: ["shop-secret"] } }
+  mac:    { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] } }
+`)
+	hg := start(t, cfg)
+	body := []byte(`{"id":"evt_1","type":"x"}`)
+	for _, p := range []string{"sw", "stripe", "gh", "shop", "mac"} {
+		t.Run(p, func(t *testing.T) {
+			cmd := exec.Command(binary, "sign", "--config", cfg, "--provider", p, "--id", "id-"+p)
+			cmd.Stdin = strings.NewReader(string(body))
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("sign: %v", err)
+			}
+			h := http.Header{}
+			for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				name, value, ok := strings.Cut(line, ": ")
+				if !ok {
+					t.Fatalf("sign printed %q, not Name: value", line)
+				}
+				h.Add(name, value)
+			}
+			expect(t, post(t, hg.baseURL+"/webhooks/"+p, h, body), 200, "status", "accepted")
+			// The same headers over another body are refused.
+			expect(t, post(t, hg.baseURL+"/webhooks/"+p, h, []byte(`{"id":"evt_1","type":"y"}`)), 401, "", "")
+		})
+	}
+	if _, errOut, code := cli(t, "sign", "--config", cfg, "--provider", "nosuch"); code != 1 || !strings.Contains(errOut, `"nosuch"`) {
+		t.Fatalf("sign unknown provider: exit %d, %q", code, errOut)
+	}
+}
+
+// admin_listen moves /healthz, /readyz and /metrics off the webhook port.
+func TestAdminListenSeparatesAdminEndpoints(t *testing.T) {
+	admin := freePort(t)
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0", admin_listen: "127.0.0.1:`+fmt.Sprint(admin)+`" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  mac: { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] } }
+`)
+	hg := start(t, cfg)
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", admin, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("admin %s = %d", path, resp.StatusCode)
+		}
+		resp, err = client.Get(hg.baseURL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 {
+			t.Fatalf("webhook port %s = %d, want 404", path, resp.StatusCode)
+		}
+	}
+}
+
+// With tls set, the gateway serves HTTPS only.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	certPath, keyPath := selfSigned(t, dir)
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0", tls: { cert: "`+certPath+`", key: "`+keyPath+`" } }
+nats: { embedded: { data_dir: %q } }
+providers:
+  mac: { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] } }
+`)
+	hg := start(t, cfg)
+	if !strings.HasPrefix(hg.baseURL, "https://") {
+		t.Fatalf("listening on %s, want https", hg.baseURL)
+	}
+	pem, err := os.ReadFile(certPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get(hg.baseURL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("https /healthz = %d", resp.StatusCode)
+	}
+	plain, err := client.Get("http://" + strings.TrimPrefix(hg.baseURL, "https://") + "/healthz")
+	if err == nil {
+		plain.Body.Close()
+		if plain.StatusCode == 200 {
+			t.Fatal("plain HTTP answered 200 on the TLS port")
+		}
+	}
+}
+
+// The generated NATS token is kept in data_dir with mode 0600, and the
+// CLI with the wrong token is refused.
+func TestTokenFileIsPrivate(t *testing.T) {
+	port := freePort(t)
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q, listen: "127.0.0.1:`+fmt.Sprint(port)+`" } }
+providers:
+  mac: { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] } }
+`)
+	start(t, cfg)
+	st, err := os.Stat(filepath.Join(dir, "data", "nats.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("nats.token mode %v, want 0600", st.Mode().Perm())
+	}
+	// A NATS client without the token, or with a wrong one, is refused.
+	for _, opts := range [][]nats.Option{nil, {nats.Token("wrong")}} {
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), append(opts, nats.Timeout(5*time.Second))...)
+		if err == nil {
+			nc.Close()
+			t.Fatal("NATS accepted a client without the right token")
+		}
+	}
+	if _, errOut, code := cli(t, "status", "--config", cfg); code != 0 {
+		t.Fatalf("status with the generated token: exit %d %s", code, errOut)
+	}
+}
+
+func selfSigned(t testing.TB, dir string) (certPath, keyPath string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certPath, keyPath
+}
