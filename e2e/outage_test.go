@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,30 @@ func TestGatewayNATSOutageAnswers503ThenRecovers(t *testing.T) {
 	j := natsClient(t, e.natsURL, "")
 	if keys := storedKeys(t, j); len(keys) != 2 {
 		t.Fatalf("WEBHOOKS holds %v, want msg_before and msg_during_0", keys)
+	}
+}
+
+// In external mode, serve refuses a cluster whose max payload cannot carry
+// a max_body_bytes body plus its headers, and says what to change.
+func TestServeRefusesSmallMaxPayload(t *testing.T) {
+	port := freePort(t)
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: t.TempDir(), MaxPayload: 512 << 10, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	defer s.Shutdown()
+	if !s.ReadyForConnections(20 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0", max_body_bytes: 1048576 }
+nats: { url: "nats://127.0.0.1:`+fmt.Sprint(port)+`" }
+dedup: { horizon: 1h }
+providers:
+  mac: { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] }%.0s }
+`)
+	_, errOut, code := cli(t, "serve", "--config", cfg)
+	if code != 1 || !strings.Contains(errOut, "max_payload") || !strings.Contains(errOut, "max_body_bytes") {
+		t.Fatalf("serve against a 512 KiB max payload: exit %d, %q", code, errOut)
 	}
 }

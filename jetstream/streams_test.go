@@ -1,0 +1,54 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+func TestProvisionIsIdempotentAndUpdates(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	ctx := context.Background()
+	if err := Provision(ctx, c.JS, testStreams()); err != nil {
+		t.Fatalf("second provision: %v", err)
+	}
+	sc := testStreams()
+	sc.Webhooks.MaxAge = 48 * time.Hour
+	sc.Horizon = 2 * time.Hour
+	if err := Provision(ctx, c.JS, sc); err != nil {
+		t.Fatalf("provision with new limits: %v", err)
+	}
+	s, err := c.JS.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if cfg.MaxAge != 48*time.Hour || cfg.Duplicates != 2*time.Hour {
+		t.Fatalf("WEBHOOKS max_age %s duplicates %s after update, want 48h / 2h", cfg.MaxAge, cfg.Duplicates)
+	}
+}
+
+func TestProvisionExplainsWhatCannotChange(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	ctx := context.Background()
+	// A GRANTS made by hand with memory storage: JetStream cannot move it
+	// to file storage in place.
+	if err := c.JS.DeleteStream(ctx, StreamGrants); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.JS.CreateStream(ctx, js.StreamConfig{Name: StreamGrants, Subjects: []string{"grants.>"}, Storage: js.MemoryStorage}); err != nil {
+		t.Fatal(err)
+	}
+	err := Provision(ctx, c.JS, testStreams())
+	if !errors.Is(err, ErrConfigConflict) || !strings.Contains(err.Error(), "GRANTS") || !strings.Contains(err.Error(), "storage") {
+		t.Fatalf("err = %v; want ErrConfigConflict naming GRANTS and storage", err)
+	}
+}
