@@ -5,7 +5,7 @@ CONFIG   ?= examples/hookgate.yaml
 PKGS     := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean cluster cluster-down
+.PHONY: build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean nats-server cluster cluster-down cluster-status
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hookgate
@@ -15,12 +15,12 @@ run: build
 	./$(BIN) serve --config $(CONFIG)
 
 ## test: every test, race detector on (the README's test command; .ci/run calls it)
-test:
+test: nats-server
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 ## e2e: only the black-box tests that run the built binary
-e2e:
+e2e: nats-server
 	$(GO) test -race -count=1 -timeout 15m ./e2e/...
 
 ## fuzz: every fuzz target for FUZZTIME each; findings land in testdata/fuzz
@@ -50,6 +50,22 @@ bench-keys-10m: build
 ## bench-micro: go test benchmarks with allocations (the handler path's -benchmem)
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## nats-server: install the nats-server version go.mod pins (GOBIN, else GOPATH/bin) unless present;
+## the cluster failure tests run it as real processes
+nats-server:
+	@scripts/cluster.sh install
+
+## cluster: 3-node JetStream cluster on loopback 24222-24224, data in ./data/cluster; prints nats.url
+cluster:
+	@scripts/cluster.sh start
+
+## cluster-down: stop it (data stays in ./data/cluster)
+cluster-down:
+	@scripts/cluster.sh stop
+
+cluster-status:
+	@scripts/cluster.sh status
 
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }

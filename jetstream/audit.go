@@ -8,12 +8,15 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/event"
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // AuditWriter appends decisions to AUDIT in the background, so an audit
-// write never delays an answer. A record that cannot be written (buffer
-// full, publish failed) is counted and logged, never retried forever.
+// write never delays an answer. A failed write is retried for a while
+// (a leader election) with the same Nats-Msg-Id; a record that still
+// cannot be written, or finds the buffer full, is counted and logged.
 //
 // Record is safe for concurrent use; Run must be called once.
 type AuditWriter struct {
@@ -23,6 +26,8 @@ type AuditWriter struct {
 	failed  atomic.Uint64
 	onFail  func()
 	timeout time.Duration
+	// stopping shortens the retries while Run flushes at shutdown.
+	stopping atomic.Bool
 }
 
 // NewAuditWriter returns a writer with room for buffer pending records.
@@ -77,6 +82,7 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 			}
 			w.write(batch)
 		case <-ctx.Done():
+			w.stopping.Store(true)
 			for {
 				batch = batch[:0]
 			rest:
@@ -97,32 +103,76 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 	}
 }
 
+// auditRetry bounds how long a batch is retried, longer than a stream
+// leader election: records are only counted lost after it.
+const auditRetry = 20 * time.Second
+
 func (w *AuditWriter) write(batch []event.AuditRecord) {
-	futures := make([]js.PubAckFuture, len(batch))
-	for i, r := range batch {
+	type pending struct {
+		rec event.AuditRecord
+		id  string
+		b   []byte
+	}
+	todo := make([]pending, 0, len(batch))
+	for _, r := range batch {
 		b, err := json.Marshal(r)
-		if err == nil {
-			futures[i], err = w.js.PublishAsync(r.AuditSubject(), b)
-		}
 		if err != nil {
 			w.lost(r, err.Error())
-		}
-	}
-	timeout := time.NewTimer(w.timeout)
-	defer timeout.Stop()
-	for i, f := range futures {
-		if f == nil {
 			continue
 		}
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			w.lost(batch[i], err.Error())
-		case <-timeout.C:
-			for _, r := range batch[i:] {
-				w.lost(r, "no ack within "+w.timeout.String())
+		// A retry after a lost ack must not append the record twice.
+		todo = append(todo, pending{rec: r, id: nuid.Next(), b: b})
+	}
+	retry := auditRetry
+	if w.stopping.Load() {
+		retry = 2 * time.Second
+	}
+	deadline := time.Now().Add(retry)
+	delay := 100 * time.Millisecond
+	for {
+		futures := make([]js.PubAckFuture, len(todo))
+		var lastErr string
+		for i, p := range todo {
+			msg := &nats.Msg{Subject: p.rec.AuditSubject(), Data: p.b, Header: nats.Header{nats.MsgIdHdr: []string{p.id}}}
+			f, err := w.js.PublishMsgAsync(msg)
+			if err != nil {
+				lastErr = err.Error()
+				continue
+			}
+			futures[i] = f
+		}
+		var failed []pending
+		timeout := time.NewTimer(w.timeout)
+		for i, f := range futures {
+			if f == nil {
+				failed = append(failed, todo[i])
+				continue
+			}
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				lastErr = err.Error()
+				failed = append(failed, todo[i])
+			case <-timeout.C:
+				lastErr = "no ack within " + w.timeout.String()
+				failed = append(failed, todo[i:]...)
+				timeout.Reset(0)
+				goto done
+			}
+		}
+	done:
+		timeout.Stop()
+		if len(failed) == 0 {
+			return
+		}
+		if time.Now().Add(delay).After(deadline) {
+			for _, p := range failed {
+				w.lost(p.rec, lastErr)
 			}
 			return
 		}
+		time.Sleep(delay)
+		delay = min(2*delay, time.Second)
+		todo = failed
 	}
 }

@@ -24,10 +24,17 @@ var (
 )
 
 // Effects publishes to GRANTS and DLQ. Safe for concurrent use.
-type Effects struct{ js js.JetStream }
+type Effects struct {
+	js  js.JetStream
+	pub *Publisher
+}
 
 // NewEffects returns the GRANTS/DLQ publisher.
-func NewEffects(c *Conn) *Effects { return &Effects{js: c.JS} }
+func NewEffects(c *Conn) *Effects { return &Effects{js: c.JS, pub: NewPublisher(c, 5*time.Second)} }
+
+// grantPublishLimit bounds the retries of one GRANTS publish: longer than
+// a stream leader election.
+const grantPublishLimit = 20 * time.Second
 
 // PublishGrant implements consumer.Grants: body and Hookgate-* headers,
 // Nats-Msg-Id = key; a duplicate is success.
@@ -38,11 +45,16 @@ func (e *Effects) PublishGrant(ctx context.Context, subject, key string, header 
 			h[name] = v
 		}
 	}
-	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: body}, js.WithMsgID(key))
+	// A publish that timed out may have been stored: retry it with the
+	// same Nats-Msg-Id (a duplicate then) rather than report a failure
+	// that lets newer events overtake an event already in GRANTS.
+	ctx, cancel := context.WithTimeout(ctx, grantPublishLimit)
+	defer cancel()
+	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body})
 	if err != nil {
-		return 0, classify("publish "+subject, err)
+		return 0, err
 	}
-	return ack.Sequence, nil
+	return res.Seq, nil
 }
 
 // DeadLetter implements consumer.DeadLetters: the original body and
@@ -94,20 +106,24 @@ type Source struct {
 
 // OpenSource creates or updates the durable consumer and starts pulling.
 func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) {
-	cons, err := c.JS.CreateOrUpdateConsumer(ctx, StreamWebhooks, js.ConsumerConfig{
-		Durable:       DurableApply,
-		Description:   "hookgate: applies each stored webhook once",
-		FilterSubject: "webhooks.>",
-		AckPolicy:     js.AckExplicitPolicy,
-		AckWait:       o.AckWait,
-		// Attempts are counted by the processor, which dead-letters with
-		// the reason; the server must not drop a message silently.
-		MaxDeliver:    -1,
-		MaxAckPending: o.MaxAckPending,
-		DeliverPolicy: js.DeliverAllPolicy,
+	var cons js.Consumer
+	err := retryProvision(ctx, func(ctx context.Context) (err error) {
+		cons, err = c.JS.CreateOrUpdateConsumer(ctx, StreamWebhooks, js.ConsumerConfig{
+			Durable:       DurableApply,
+			Description:   "hookgate: applies each stored webhook once",
+			FilterSubject: "webhooks.>",
+			AckPolicy:     js.AckExplicitPolicy,
+			AckWait:       o.AckWait,
+			// Attempts are counted by the processor, which dead-letters with
+			// the reason; the server must not drop a message silently.
+			MaxDeliver:    -1,
+			MaxAckPending: o.MaxAckPending,
+			DeliverPolicy: js.DeliverAllPolicy,
+		})
+		return classify("create consumer", err)
 	})
 	if err != nil {
-		return nil, classify("create consumer", err)
+		return nil, err
 	}
 	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
 	if err != nil {

@@ -30,26 +30,33 @@ type KVConfig struct {
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
 	r := max(c.Replicas, 1)
-	marks, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
-		Bucket:      BucketMarks,
-		Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
-		History:     1,
-		Storage:     js.FileStorage,
-		Replicas:    r,
+	var marks, applied js.KeyValue
+	err := retryProvision(ctx, func(ctx context.Context) (err error) {
+		marks, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+			Bucket:      BucketMarks,
+			Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
+			History:     1,
+			Storage:     js.FileStorage,
+			Replicas:    r,
+		})
+		return classify("provision KV "+BucketMarks, err)
 	})
 	if err != nil {
-		return nil, nil, classify("provision KV "+BucketMarks, err)
+		return nil, nil, err
 	}
-	applied, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
-		Bucket:      BucketApplied,
-		Description: "hookgate: keys applied within the dedup horizon",
-		History:     1,
-		TTL:         c.Horizon,
-		Storage:     js.FileStorage,
-		Replicas:    r,
+	err = retryProvision(ctx, func(ctx context.Context) (err error) {
+		applied, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+			Bucket:      BucketApplied,
+			Description: "hookgate: keys applied within the dedup horizon",
+			History:     1,
+			TTL:         c.Horizon,
+			Storage:     js.FileStorage,
+			Replicas:    r,
+		})
+		return classify("provision KV "+BucketApplied, err)
 	})
 	if err != nil {
-		return nil, nil, classify("provision KV "+BucketApplied, err)
+		return nil, nil, err
 	}
 	return &Watermarks{kv: marks}, &AppliedKeys{kv: applied}, nil
 }
@@ -133,4 +140,38 @@ func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
 		return classify("remember applied", err)
 	}
 	return nil
+}
+
+// retryProvision runs op until it succeeds, fails for a reason other than
+// ErrUnavailable, or 30 s pass. Provisioning is idempotent, and a clustered
+// server can leave a request unanswered: an update of a stream whose create
+// (by another hookgate starting at the same moment) is still in flight gets
+// no reply, and neither does that create (nats-server 2.15.2). An update
+// refused that way is retried too (Provision reports it as a conflict).
+func retryProvision(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		// Each attempt gets its own deadline: with the overall one alone, a
+		// request left unanswered would use up all of it.
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		err := op(actx)
+		acancel()
+		if err == nil || !transient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// transient: no answer (timeout, no responders, disconnected), as opposed
+// to an answer that refuses.
+func transient(err error) bool {
+	return errors.Is(err, ErrUnavailable) && apiCode(err) == 0
 }

@@ -106,6 +106,10 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			MaxBytes:   c.Audit.MaxBytes,
 			DenyDelete: true,
 			DenyPurge:  true,
+			// Set explicitly: left at 0 the server fills in its defaults,
+			// and every start would see a difference and update AUDIT.
+			Duplicates: c.DedupWindow,
+			MaxMsgSize: c.MaxMsgSize,
 			Replicas:   r,
 		},
 	}
@@ -115,6 +119,10 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 // is idempotent. A difference JetStream cannot apply in place (storage,
 // retention, ...) is returned as ErrConfigConflict with an explanation.
 func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
+	return retryProvision(ctx, func(ctx context.Context) error { return provision(ctx, j, c) })
+}
+
+func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 	var problems []string
 	for _, want := range StreamConfigs(c) {
 		s, err := j.Stream(ctx, want.Name)
@@ -136,6 +144,9 @@ func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			continue
 		}
 		if _, err := j.UpdateStream(ctx, want); err != nil {
+			if cerr := classify("update stream "+want.Name, err); transient(cerr) {
+				return cerr
+			}
 			problems = append(problems, fmt.Sprintf("stream %s: update refused: %v", want.Name, err))
 		}
 	}

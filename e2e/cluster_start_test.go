@@ -1,0 +1,44 @@
+package e2e
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestClusterConcurrentStart starts three hookgate instances at the same
+// moment against a fresh cluster, as a deployment of several replicas
+// does: each provisions the same streams, buckets and durable consumer,
+// and every one must come up (none exits on a provisioning race), then
+// serve.
+func TestClusterConcurrentStart(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	j := c.client()
+	cfg := writeClusterConfig(t, clusterConfig{natsURL: c.URL()})
+
+	procs := make([]*hgProc, 3)
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i := range procs {
+		wg.Go(func() { procs[i], errs[i] = launchServe(t, fmt.Sprintf("hg%d", i+1), cfg) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// Each instance stores and applies.
+	l := newLoad(t, "start", nil)
+	for i, p := range procs {
+		l.setURLs([]string{p.baseURL})
+		l.deliver(0, l.newEvent(fmt.Sprintf("G-%d", i+1)), false)
+	}
+	reconcile(t, j, l, reconcileOptions{procs: procs, settleWithin: 30 * time.Second})
+}
