@@ -57,3 +57,13 @@ func refused(err error) bool {
 func cliContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Minute)
 }
+
+// startAudit runs an AUDIT writer for an operator command; stop flushes
+// what is queued.
+func startAudit(sys *system, logger *slog.Logger) (*jetstream.AuditWriter, func()) {
+	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = audit.Run(ctx); close(done) }()
+	return audit, func() { cancel(); <-done }
+}

@@ -85,11 +85,8 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return dlqShow(ctx, sys, seqs[0], stdout)
 	}
 
-	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
-	auditCtx, stopAudit := context.WithCancel(context.Background())
-	auditDone := make(chan struct{})
-	go func() { _ = audit.Run(auditCtx); close(auditDone) }()
-	defer func() { stopAudit(); <-auditDone }()
+	audit, stopAudit := startAudit(sys, logger)
+	defer stopAudit()
 
 	rec := &letterRecorder{}
 	o := processorOptions(cfg)

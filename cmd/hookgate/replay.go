@@ -77,11 +77,8 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer sys.Close()
-	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
-	auditCtx, stopAudit := context.WithCancel(context.Background())
-	auditDone := make(chan struct{})
-	go func() { _ = audit.Run(auditCtx); close(auditDone) }()
-	defer func() { stopAudit(); <-auditDone }()
+	audit, stopAudit := startAudit(sys, logger)
+	defer stopAudit()
 
 	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, nil, audit, processorOptions(cfg), nil)
 	if err != nil {
