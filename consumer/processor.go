@@ -25,6 +25,10 @@ const (
 type Outcome struct {
 	Decision string
 	Reason   string
+	// transient: a Retry for infrastructure trouble (a store or stream
+	// not answering), not the event's fault; not yet negatively
+	// acknowledged, so Process may try again in place.
+	transient bool
 }
 
 // Options tune a Processor.
@@ -120,6 +124,21 @@ var errBusy = errors.New("subject leased by another instance")
 func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	start := p.opts.Now()
 	out := p.process(ctx, m)
+	// Infrastructure trouble (a leader election, a reconnect) usually
+	// passes within seconds. Try again in place, keeping the delivery
+	// alive, rather than hand the event back: a negative ack would let
+	// the subject's newer events overtake it and turn it stale.
+	for delay := 100 * time.Millisecond; out.transient && delay <= 3200*time.Millisecond && ctx.Err() == nil; delay *= 2 {
+		_ = m.Delivery.InProgress()
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		out = p.process(ctx, m)
+	}
+	if out.transient {
+		p.nak(m, time.Second)
+	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out
 }
@@ -201,7 +220,12 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// publish an older event after it, or leave it in GRANTS and
 			// judged stale later. Its redelivery settles it; come back
 			// after that.
-			return p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
+			// Hand the event back at once rather than wait in place: the
+			// in-doubt event may be queued behind it in this very lane.
+			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
+			out.transient = false
+			p.nak(m, time.Second)
+			return out
 		}
 		if rule.Watermark && ev.OccurredAt.After(mark.At) {
 			// Our commit drops the keys applied at the old instant from
@@ -403,18 +427,23 @@ func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
 }
 
 func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
-	d := p.backoff(m.Deliveries)
 	if !counted {
-		// Infrastructure trouble (KV unreachable): retry soon, it is not
-		// the event's fault.
-		d = time.Second
+		// Infrastructure trouble: Process tries again in place first.
+		p.log.Warn("event not decided yet", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+			slog.Int("deliveries", m.Deliveries), slog.String("error", err.Error()))
+		return Outcome{Decision: Retry, Reason: err.Error(), transient: true}
 	}
+	d := p.backoff(m.Deliveries)
 	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 		slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
-	if nerr := m.Delivery.NakWithDelay(d); nerr != nil {
-		p.log.Warn("nak failed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", nerr.Error()))
-	}
+	p.nak(m, d)
 	return Outcome{Decision: Retry, Reason: err.Error()}
+}
+
+func (p *Processor) nak(m *Message, d time.Duration) {
+	if err := m.Delivery.NakWithDelay(d); err != nil {
+		p.log.Warn("nak failed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
 }
 
 // backoff is the delay before the retry after attempt n (1-based), with

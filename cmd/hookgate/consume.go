@@ -96,7 +96,9 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return nil, err
 	}
 	src, err := jetstream.OpenSource(ctx, sys.conn, jetstream.SourceOptions{
-		MaxAckPending: max(cfg.Consumer.Workers*64, 256),
+		// A small window: deliveries a killed instance had prefetched come
+		// back only after AckWait, overtaken by newer events (stale).
+		MaxAckPending: max(cfg.Consumer.Workers*16, 128),
 		AckWait:       o.LeaseTTL,
 	})
 	if err != nil {
