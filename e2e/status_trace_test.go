@@ -102,10 +102,11 @@ type traceJSON struct {
 		Subject string `json:"subject"`
 	} `json:"stored"`
 	Audit []struct {
-		Decision string `json:"decision"`
-		Actor    string `json:"actor"`
-		Status   int    `json:"status"`
-		Seq      uint64 `json:"seq"`
+		Time     time.Time `json:"time"`
+		Decision string    `json:"decision"`
+		Actor    string    `json:"actor"`
+		Status   int       `json:"status"`
+		Seq      uint64    `json:"seq"`
 	} `json:"audit"`
 	Grants []struct {
 		Seq     uint64 `json:"seq"`
@@ -121,9 +122,22 @@ type traceJSON struct {
 	} `json:"scanned"`
 }
 
+// decisions lists the AUDIT decisions in the order they were made: the
+// gateway's and the consumer's audit writers append independently, so the
+// stream order may differ from it.
 func (tr traceJSON) decisions() []string {
+	audit := slices.Clone(tr.Audit)
+	slices.SortStableFunc(audit, func(a, b struct {
+		Time     time.Time `json:"time"`
+		Decision string    `json:"decision"`
+		Actor    string    `json:"actor"`
+		Status   int       `json:"status"`
+		Seq      uint64    `json:"seq"`
+	}) int {
+		return a.Time.Compare(b.Time)
+	})
 	var d []string
-	for _, a := range tr.Audit {
+	for _, a := range audit {
 		d = append(d, a.Decision)
 	}
 	return d
