@@ -1,0 +1,356 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// This file answers the operator's read-only questions (hookgate status,
+// hookgate trace). Nothing here creates or changes a stream, bucket or
+// durable consumer: a stream or bucket that does not exist yet is reported
+// as missing, not created.
+
+// StreamStatus is one stream's state and limits.
+type StreamStatus struct {
+	Name   string
+	Exists bool // false: not created yet; every other field is zero
+	// Messages and Bytes are what the stream holds now.
+	Messages, Bytes   uint64
+	FirstSeq, LastSeq uint64
+	// FirstTime and LastTime are zero when the stream is empty.
+	FirstTime, LastTime time.Time
+	// MaxAge 0 and MaxBytes -1 mean no limit.
+	MaxAge   time.Duration
+	MaxBytes int64
+	// Duplicates is the stream's duplicate window.
+	Duplicates time.Duration
+}
+
+// DiskUse is Bytes as a percentage of MaxBytes; ok is false without a
+// byte limit.
+func (s StreamStatus) DiskUse() (pct float64, ok bool) {
+	if s.MaxBytes <= 0 {
+		return 0, false
+	}
+	return float64(s.Bytes) * 100 / float64(s.MaxBytes), true
+}
+
+// BucketStatus is one KV bucket.
+type BucketStatus struct {
+	Name   string
+	Exists bool
+	Values uint64 // entries (history is 1: one per key)
+	Bytes  uint64
+	TTL    time.Duration // 0: entries never expire
+}
+
+// Position is how far a consumer got.
+type Position struct {
+	ConsumerSeq uint64
+	StreamSeq   uint64
+	Last        time.Time // zero: never
+}
+
+// ConsumerStatus is one durable consumer's lag.
+type ConsumerStatus struct {
+	Stream, Name string
+	Exists       bool
+	// NumPending: stored, not yet delivered. NumAckPending: delivered, not
+	// yet acknowledged. NumRedelivered: delivered more than once and still
+	// unacknowledged.
+	NumPending     uint64
+	NumAckPending  int
+	NumRedelivered int
+	NumWaiting     int // pull requests waiting
+	Delivered      Position
+	AckFloor       Position
+}
+
+// DedupStatus is the size of WEBHOOKS' duplicate store: the keys of the
+// messages stored within the dedup horizon, which JetStream holds in
+// memory and refuses as duplicates. The server does not report the size of
+// that store itself, so it is counted from the stream: WEBHOOKS refuses
+// deletes, so its sequences have no gaps and the count is LastSeq -
+// FirstSeq + 1.
+type DedupStatus struct {
+	Horizon time.Duration
+	Since   time.Time // now - Horizon
+	// Known is false when the server cannot find a message by time (older
+	// than nats-server 2.11); FirstSeq and StoreSize are then zero.
+	Known bool
+	// FirstSeq is the first WEBHOOKS sequence stored at or after Since; 0
+	// when there is none.
+	FirstSeq  uint64
+	StoreSize uint64
+	// Window is WEBHOOKS' duplicate window as the server has it (the
+	// horizon, when provisioned by hookgate).
+	Window time.Duration
+}
+
+// Status is what hookgate status shows.
+type Status struct {
+	At      time.Time
+	Streams []StreamStatus // WEBHOOKS, GRANTS, DLQ, AUDIT
+	Buckets []BucketStatus // WATERMARKS, APPLIED
+	// Consumers: DurableApply on WEBHOOKS first (Exists false when not
+	// created yet), then the other durable consumers of WEBHOOKS and
+	// GRANTS (downstream services), by stream and name.
+	Consumers []ConsumerStatus
+	// DLQByProvider counts DLQ letters per provider.
+	DLQByProvider map[string]uint64
+	Dedup         DedupStatus
+}
+
+// Stream returns the named stream's status (Exists false if not listed).
+func (s Status) Stream(name string) StreamStatus {
+	for _, st := range s.Streams {
+		if st.Name == name {
+			return st
+		}
+	}
+	return StreamStatus{Name: name}
+}
+
+// Bucket returns the named bucket's status (Exists false if not listed).
+func (s Status) Bucket(name string) BucketStatus {
+	for _, b := range s.Buckets {
+		if b.Name == name {
+			return b
+		}
+	}
+	return BucketStatus{Name: name}
+}
+
+// StatusOptions parameterise ReadStatus.
+type StatusOptions struct {
+	// Horizon is dedup.horizon, the age below which a stored key is a
+	// duplicate.
+	Horizon time.Duration
+	// Now is the time the horizon is counted back from; zero: time.Now().
+	Now time.Time
+}
+
+// ReadStatus reads the streams, buckets and consumers. Missing ones are
+// reported with Exists false; errors are ErrUnavailable (wrapped) when
+// JetStream does not answer.
+func ReadStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	st := Status{At: now.UTC(), DLQByProvider: map[string]uint64{}}
+	for _, name := range []string{StreamWebhooks, StreamGrants, StreamDLQ, StreamAudit} {
+		ss, err := streamStatus(ctx, c, name)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Streams = append(st.Streams, ss)
+	}
+	for _, name := range []string{BucketMarks, BucketApplied} {
+		bs, err := bucketStatus(ctx, c, name)
+		if err != nil {
+			return Status{}, err
+		}
+		st.Buckets = append(st.Buckets, bs)
+	}
+	cs, err := consumerStatuses(ctx, c)
+	if err != nil {
+		return Status{}, err
+	}
+	st.Consumers = cs
+	if st.Stream(StreamDLQ).Exists {
+		if st.DLQByProvider, err = dlqByProvider(ctx, c); err != nil {
+			return Status{}, err
+		}
+	}
+	st.Dedup, err = dedupStatus(ctx, c, st.Stream(StreamWebhooks), o.Horizon, now)
+	if err != nil {
+		return Status{}, err
+	}
+	return st, nil
+}
+
+func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, error) {
+	ss := StreamStatus{Name: name}
+	s, err := c.JS.Stream(ctx, name)
+	if errors.Is(err, js.ErrStreamNotFound) {
+		return ss, nil
+	}
+	if err != nil {
+		return ss, classify("stream "+name, err)
+	}
+	info := s.CachedInfo()
+	ss.Exists = true
+	ss.Messages, ss.Bytes = info.State.Msgs, info.State.Bytes
+	ss.FirstSeq, ss.LastSeq = info.State.FirstSeq, info.State.LastSeq
+	if info.State.Msgs > 0 {
+		ss.FirstTime, ss.LastTime = info.State.FirstTime.UTC(), info.State.LastTime.UTC()
+	}
+	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
+	return ss, nil
+}
+
+func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, error) {
+	bs := BucketStatus{Name: name}
+	kv, err := c.JS.KeyValue(ctx, name)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		return bs, nil
+	}
+	if err != nil {
+		return bs, classify("bucket "+name, err)
+	}
+	s, err := kv.Status(ctx)
+	if err != nil {
+		return bs, classify("bucket "+name, err)
+	}
+	bs.Exists = true
+	bs.Values, bs.Bytes, bs.TTL = s.Values(), s.Bytes(), s.TTL()
+	return bs, nil
+}
+
+func consumerStatuses(ctx context.Context, c *Conn) ([]ConsumerStatus, error) {
+	apply := ConsumerStatus{Stream: StreamWebhooks, Name: DurableApply}
+	var others []ConsumerStatus
+	for _, stream := range []string{StreamWebhooks, StreamGrants} {
+		s, err := c.JS.Stream(ctx, stream)
+		if errors.Is(err, js.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, classify("stream "+stream, err)
+		}
+		l := s.ListConsumers(ctx)
+		for ci := range l.Info() {
+			// Ephemeral consumers (trace and replay scans) come and go;
+			// only durable ones have a lag worth watching.
+			if ci.Config.Durable == "" {
+				continue
+			}
+			cs := consumerStatus(ci)
+			if stream == StreamWebhooks && ci.Name == DurableApply {
+				apply = cs
+				continue
+			}
+			others = append(others, cs)
+		}
+		if err := l.Err(); err != nil {
+			return nil, classify("list consumers of "+stream, err)
+		}
+	}
+	slices.SortFunc(others, func(a, b ConsumerStatus) int {
+		return strings.Compare(a.Stream+"\x00"+a.Name, b.Stream+"\x00"+b.Name)
+	})
+	return append([]ConsumerStatus{apply}, others...), nil
+}
+
+func consumerStatus(ci *js.ConsumerInfo) ConsumerStatus {
+	pos := func(s js.SequenceInfo) Position {
+		p := Position{ConsumerSeq: s.Consumer, StreamSeq: s.Stream}
+		if s.Last != nil {
+			p.Last = s.Last.UTC()
+		}
+		return p
+	}
+	return ConsumerStatus{
+		Stream: ci.Stream, Name: ci.Name, Exists: true,
+		NumPending: ci.NumPending, NumAckPending: ci.NumAckPending,
+		NumRedelivered: ci.NumRedelivered, NumWaiting: ci.NumWaiting,
+		Delivered: pos(ci.Delivered), AckFloor: pos(ci.AckFloor),
+	}
+}
+
+// dlqByProvider sums the per-subject counts (dlq.<provider>.<account>).
+func dlqByProvider(ctx context.Context, c *Conn) (map[string]uint64, error) {
+	out := map[string]uint64{}
+	s, err := c.JS.Stream(ctx, StreamDLQ)
+	if err != nil {
+		return nil, classify("stream "+StreamDLQ, err)
+	}
+	info, err := s.Info(ctx, js.WithSubjectFilter("dlq.>"))
+	if err != nil {
+		return nil, classify("stream "+StreamDLQ, err)
+	}
+	for subj, n := range info.State.Subjects {
+		parts := strings.SplitN(subj, ".", 3)
+		if len(parts) >= 2 {
+			out[parts[1]] += n
+		}
+	}
+	return out, nil
+}
+
+func dedupStatus(ctx context.Context, c *Conn, webhooks StreamStatus, horizon time.Duration, now time.Time) (DedupStatus, error) {
+	d := DedupStatus{Horizon: horizon, Since: now.Add(-horizon).UTC(), Window: webhooks.Duplicates}
+	if !webhooks.Exists || webhooks.Messages == 0 {
+		d.Known = true
+		return d, nil
+	}
+	seq, at, found, err := firstSeqSince(ctx, c, StreamWebhooks, d.Since)
+	if err != nil {
+		return d, err
+	}
+	switch {
+	case !found:
+		d.Known = true
+	case at.Before(d.Since):
+		// The server ignored start_time (older than 2.11) and answered
+		// with the first message: the count would be wrong.
+	default:
+		d.Known = true
+		d.FirstSeq = seq
+		if webhooks.LastSeq >= seq {
+			d.StoreSize = webhooks.LastSeq - seq + 1
+		}
+	}
+	return d, nil
+}
+
+// firstSeqSince asks the stream for its first message stored at or after
+// since (the message-get API with start_time: one indexed lookup, no
+// consumer). found is false when every message is older.
+func firstSeqSince(ctx context.Context, c *Conn, stream string, since time.Time) (seq uint64, at time.Time, found bool, err error) {
+	req, err := json.Marshal(struct {
+		NextFor   string    `json:"next_by_subj"`
+		StartTime time.Time `json:"start_time"`
+		NoHeaders bool      `json:"no_hdr"`
+	}{">", since.UTC(), true})
+	if err != nil {
+		return 0, time.Time{}, false, err
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	msg, err := c.NC.RequestWithContext(tctx, "$JS.API.STREAM.MSG.GET."+stream, req)
+	if err != nil {
+		return 0, time.Time{}, false, classify("find first "+stream+" message since "+since.Format(time.RFC3339), err)
+	}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"code"`
+			ErrCode     int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message *struct {
+			Seq  uint64    `json:"seq"`
+			Time time.Time `json:"time"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, time.Time{}, false, fmt.Errorf("find first %s message since %s: bad answer: %w", stream, since.Format(time.RFC3339), err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrCode == int(js.JSErrCodeMessageNotFound):
+		return 0, time.Time{}, false, nil
+	case resp.Error != nil:
+		return 0, time.Time{}, false, fmt.Errorf("find first %s message since %s: %s (%d): %w", stream, since.Format(time.RFC3339), resp.Error.Description, resp.Error.ErrCode, ErrUnavailable)
+	case resp.Message == nil:
+		return 0, time.Time{}, false, nil
+	}
+	return resp.Message.Seq, resp.Message.Time, true, nil
+}
