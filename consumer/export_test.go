@@ -4,4 +4,4 @@ package consumer
 func SetCrash(p *Processor, f func(step, key string) bool) { p.crash = f }
 
 // Steps where SetCrash can stop a processor.
-var CrashSteps = []string{stepBeforeEffects, stepAfterEffects, stepAfterWatermark, stepBeforeAck}
+var CrashSteps = []string{stepBeforeEffects, stepAfterEffects, stepAfterWatermark, stepBeforeAck, stepAfterRemember}

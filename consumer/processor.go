@@ -77,6 +77,7 @@ const (
 	stepAfterEffects   = "after-effects"
 	stepAfterWatermark = "after-watermark"
 	stepBeforeAck      = "before-ack"
+	stepAfterRemember  = "after-remember" // key in APPLIED, watermark not committed
 )
 
 var crashed = Outcome{Decision: "crashed"}
@@ -154,6 +155,11 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 	}
 	if seen {
+		if ev.Subject != "" {
+			if out, done := p.settleOwn(ctx, m, rule); done {
+				return out
+			}
+		}
 		return p.ack(ctx, m, Outcome{Decision: AlreadyApplied})
 	}
 	if rule.Watermark {
@@ -191,8 +197,9 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	ev := m.Event
 	key := MarkKey(ev)
 	var (
-		mark Mark
-		rev  uint64
+		mark     Mark
+		rev      uint64
+		tookOver bool // the lease we claimed already named our key
 	)
 	for {
 		var err error
@@ -227,17 +234,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			p.nak(m, time.Second)
 			return out
 		}
-		if rule.Watermark && ev.OccurredAt.After(mark.At) {
-			// Our commit drops the keys applied at the old instant from
-			// the mark. Make sure APPLIED has them first: a holder that
-			// crashed after its commit and before remembering its key
-			// would otherwise find its event "stale" when it comes back.
-			for _, k := range mark.Keys {
-				if err := p.applied.Remember(ctx, k); err != nil {
-					return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
-				}
-			}
-		}
+		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
 		newRev, err := p.marks.Put(ctx, key, claimed, rev)
@@ -269,28 +266,45 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		}
 	}
 
-	if p.crashAt(stepBeforeEffects, m.Event.Key) {
-		return crashed
-	}
-	if err := p.runEffects(ctx, m, rule); err != nil {
-		// Release the lease so newer events of the subject can apply while
-		// this one waits for its retry.
-		released := mark
-		released.Lease = nil
-		if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
-			p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
+	settled := false
+	if rule.Watermark && tookOver {
+		// A holder before us, for this same key, may have run the effects
+		// and remembered the key, then stopped before committing. Then
+		// commit without running the effects again.
+		seen, err := p.applied.Seen(ctx, ev.Key)
+		if err != nil {
+			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 		}
-		return p.failed(ctx, m, err)
+		settled = seen
 	}
+	if !settled {
+		if p.crashAt(stepBeforeEffects, m.Event.Key) {
+			return crashed
+		}
+		if err := p.runEffects(ctx, m, rule); err != nil {
+			// Release the lease so newer events of the subject can apply while
+			// this one waits for its retry.
+			released := mark
+			released.Lease = nil
+			if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
+			}
+			return p.failed(ctx, m, err)
+		}
 
-	if p.crashAt(stepAfterEffects, m.Event.Key) {
-		return crashed
-	}
-	if !rule.Watermark {
-		// Remember before the lease is released, so the next holder's
-		// check above sees the key.
+		if p.crashAt(stepAfterEffects, m.Event.Key) {
+			return crashed
+		}
+		// Remember the key before the commit releases the lease. So every key
+		// a watermark holds is already in APPLIED when a later commit drops it
+		// (a late redelivery is already-applied, never stale), and under
+		// ordering none the next holder's re-check sees it. A crash between
+		// here and the commit is settled by the redelivery (settleOwn).
 		if err := p.applied.Remember(ctx, ev.Key); err != nil {
 			return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
+		}
+		if p.crashAt(stepAfterRemember, m.Event.Key) {
+			return crashed
 		}
 	}
 	lost := false
@@ -323,7 +337,35 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	if p.crashAt(stepAfterWatermark, m.Event.Key) {
 		return crashed
 	}
-	return p.finish(ctx, m)
+	return p.finishRemembered(ctx, m)
+}
+
+// settleOwn finishes an event whose holder stopped after remembering its
+// key and before committing: the subject's lease still names the key.
+// Its effects ran; commit the watermark (compare-and-set, monotonic, so
+// doing it twice is harmless) and release the subject. done reports that
+// it decided the delivery (applied now, or a retry).
+func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
+	ev := m.Event
+	key := MarkKey(ev)
+	for {
+		mark, rev, err := p.marks.Get(ctx, key)
+		if err != nil {
+			return p.retry(m, fmt.Errorf("read watermark: %w", err), false), true
+		}
+		if mark.Lease == nil || mark.Lease.Key != ev.Key {
+			return Outcome{}, false
+		}
+		next := advance(mark, ev, rule.Watermark)
+		if _, err := p.marks.Put(ctx, key, next, rev); err != nil {
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false), true
+		}
+		p.record(ev, event.DecisionApplied, "")
+		return p.ack(ctx, m, Outcome{Decision: Applied}), true
+	}
 }
 
 // judge applies the watermark rule to a mark. done reports a final outcome.
@@ -406,10 +448,12 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error
 
 func (p *Processor) finish(ctx context.Context, m *Message) Outcome {
 	if err := p.applied.Remember(ctx, m.Event.Key); err != nil {
-		// The mark already holds the key; redelivery answers
-		// already-applied through it.
 		return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
 	}
+	return p.finishRemembered(ctx, m)
+}
+
+func (p *Processor) finishRemembered(ctx context.Context, m *Message) Outcome {
 	if p.crashAt(stepBeforeAck, m.Event.Key) {
 		return crashed
 	}
