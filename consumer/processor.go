@@ -110,18 +110,23 @@ var errBusy = errors.New("subject leased by another instance")
 // Process decides and carries out one delivery, then acks or naks it. The
 // order, chosen so a crash anywhere converges on redelivery:
 //
-//  1. applied-key check (APPLIED): seen -> already-applied, ack.
+//  1. applied-key check (APPLIED): seen -> already-applied, ack (after
+//     settling a commit its holder did not finish, see settleOwn).
 //  2. read the subject's mark; older -> stale, ack. Equal time with this
-//     key -> already-applied (the crash hit after the mark moved).
+//     key -> already-applied.
 //  3. claim the mark's lease by compare-and-set.
 //  4. effects: forward (Idempotency-Key = key), then publish to GRANTS
 //     (Nats-Msg-Id = key, deduplicated over the horizon).
-//  5. commit the mark (new time, keys at that time, lease cleared) by CAS.
-//  6. remember the key in APPLIED, then ack.
+//  5. remember the key in APPLIED.
+//  6. commit the mark (new time, keys at that time, lease cleared) by
+//     CAS, then ack.
 //
 // A crash before 5 leaves the lease to expire and the message to be
 // redelivered: effects run again with the same key and are deduplicated
-// downstream. A crash after 5 is caught by step 2, after 6 by step 1.
+// downstream; meanwhile the subject is in doubt (InDoubtWait). A crash
+// between 5 and 6 is settled by the redelivery, or by a takeover of the
+// lease for the same key, without running the effects again. A crash
+// after 6 is caught by step 1.
 func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	start := p.opts.Now()
 	out := p.process(ctx, m)
