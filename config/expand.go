@@ -83,7 +83,7 @@ const maxSecretFile = 64 << 10
 // never the content.
 func readSecretFile(baseDir, path string) (string, error) {
 	if path == "" {
-		return "", errors.New("secret file: empty path after file:")
+		return "", errors.New(`secret file: empty path after "file:"`)
 	}
 	if !filepath.IsAbs(path) && baseDir != "" {
 		path = filepath.Join(baseDir, path)

@@ -104,9 +104,6 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m}
 }
 
-// errBusy: another owner holds the subject's lease.
-var errBusy = errors.New("subject leased by another instance")
-
 // Process decides and carries out one delivery, then acks or naks it. The
 // order, chosen so a crash anywhere converges on redelivery:
 //

@@ -36,9 +36,6 @@ const (
 	codeMessageExceedsMaximum  = 10054
 	codeHeaderExceedsMaximum   = 10097 // JSStreamHeaderExceedsMaximumErr: header block over 64 KiB
 	codeDuplicateInProcess     = 10158
-	codeBatchDuplicateMsgID    = 10201
-	codeBatchTooManyInflight   = 10211
-	codeAtomicTooManyInflight  = 10210
 	codeStreamResourcesExceed  = 10047
 	codeInsufficientResources  = 10023
 	codeAccountResourcesExceed = 10002

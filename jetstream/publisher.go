@@ -81,7 +81,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 
 func retryable(err error) bool {
 	switch apiCode(err) {
-	case codeDuplicateInProcess, codeAtomicTooManyInflight, codeBatchTooManyInflight:
+	case codeDuplicateInProcess:
 		return true
 	case 0:
 	default:

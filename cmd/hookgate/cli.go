@@ -58,10 +58,10 @@ func cliContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Minute)
 }
 
-// startAudit runs an AUDIT writer for an operator command; stop flushes
-// what is queued.
-func startAudit(sys *system, logger *slog.Logger) (*jetstream.AuditWriter, func()) {
-	audit := jetstream.NewAuditWriter(sys.conn, logger, 1024, nil)
+// startAudit runs an AUDIT writer; stop flushes what is queued. onFail
+// (may be nil) counts lost records.
+func startAudit(sys *system, logger *slog.Logger, buffer int, onFail func()) (*jetstream.AuditWriter, func()) {
+	audit := jetstream.NewAuditWriter(sys.conn, logger, buffer, onFail)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = audit.Run(ctx); close(done) }()

@@ -56,14 +56,15 @@ func leaseTTL(cfg *config.Config) time.Duration {
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()
+	ttl := leaseTTL(cfg)
 	return consumer.Options{
 		Owner:      fmt.Sprintf("%s/%d/%s", host, os.Getpid(), nuid.Next()),
 		MaxDeliver: cfg.Consumer.MaxDeliver,
 		Backoff:    cfg.Consumer.Backoff,
-		LeaseTTL:   leaseTTL(cfg),
+		LeaseTTL:   ttl,
 		// Longer than the consumer's AckWait (= LeaseTTL): a crashed
 		// holder's event is redelivered within it and settles its subject.
-		InDoubtWait: 2 * leaseTTL(cfg),
+		InDoubtWait: 2 * ttl,
 	}
 }
 

@@ -85,7 +85,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return dlqShow(ctx, sys, seqs[0], stdout)
 	}
 
-	audit, stopAudit := startAudit(sys, logger)
+	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
 	rec := &letterRecorder{}

@@ -77,7 +77,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer sys.Close()
-	audit, stopAudit := startAudit(sys, logger)
+	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
 	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, nil, audit, processorOptions(cfg), nil)

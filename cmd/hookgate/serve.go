@@ -50,7 +50,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Help: "AUDIT records that could not be written (logged).",
 	})
 	reg.MustRegister(auditFailures)
-	audit := jetstream.NewAuditWriter(sys.conn, logger, 8192, auditFailures.Inc)
+
+	// The audit writer outlives the HTTP servers and the consumer so their
+	// last decisions are written: its deferred stop runs after theirs.
+	audit, stopAudit := startAudit(sys, logger, 8192, auditFailures.Inc)
+	defer stopAudit()
 
 	deps := gateway.Deps{
 		Publisher: jetstream.NewPublisher(sys.conn, 5*time.Second),
@@ -59,13 +63,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Registry:  reg,
 		Gatherer:  reg,
 	}
-
-	// The audit writer outlives the HTTP servers so their last decisions
-	// are written; it stops after them.
-	auditCtx, stopAudit := context.WithCancel(context.Background())
-	auditDone := make(chan error, 1)
-	go func() { auditDone <- audit.Run(auditCtx) }()
-	defer func() { stopAudit(); <-auditDone }()
 
 	// Everything that can fail or take time is set up before the
 	// listeners open, so "listening" means ready to take webhooks.
