@@ -303,3 +303,40 @@ func BenchmarkPublishPlain(b *testing.B) {
 		}
 	})
 }
+
+// The key stays a duplicate past dedup.window: WEBHOOKS' window is the
+// horizon. The DLQ stream (window = dedup.window = 1s) serves as the clock:
+// once it accepts the same id again, a window of dedup.window has passed.
+func TestDuplicateOutlivesDedupWindow(t *testing.T) {
+	sc := testStreams()
+	sc.Horizon, sc.DedupWindow = time.Hour, time.Second
+	e, c := startEmbedded(t, t.TempDir(), sc)
+	defer e.Shutdown()
+	defer c.Close()
+	p := NewPublisher(c, 5*time.Second)
+	if r, err := p.Publish(t.Context(), msg("test:default:evt:long")); err != nil || r.Duplicate {
+		t.Fatalf("publish = %+v, %v", r, err)
+	}
+	clock := nats.NewMsg("dlq.test.default")
+	clock.Header.Set(nats.MsgIdHdr, "clock")
+	if _, err := c.JS.PublishMsg(t.Context(), clock); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ack, err := c.JS.PublishMsg(t.Context(), clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ack.Duplicate {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("DLQ still deduplicates after 20s with a 1s window")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r, err := p.Publish(t.Context(), msg("test:default:evt:long")); err != nil || !r.Duplicate {
+		t.Fatalf("after dedup.window: %+v, %v; want still a duplicate (horizon 1h)", r, err)
+	}
+}
