@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/event"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
@@ -331,13 +332,14 @@ func reconcile(t testing.TB, j js.JetStream, l *load, o reconcileOptions) reconc
 	// kill could lose the queued audit record).
 	staleRecorded := map[string]bool{}
 	for _, m := range scanStream(t, j, "AUDIT") {
-		var rec struct{ Decision, Key string }
-		if err := json.Unmarshal(m.data, &rec); err != nil {
-			fail("AUDIT seq %d is not JSON: %v", m.seq, err)
-			continue
+		recs, err := event.AuditRecords(m.data)
+		if err != nil {
+			fail("AUDIT seq %d is not JSON lines: %v", m.seq, err)
 		}
-		if rec.Decision == "stale" {
-			staleRecorded[rec.Key] = true
+		for _, rec := range recs {
+			if rec.Decision == "stale" {
+				staleRecorded[rec.Key] = true
+			}
 		}
 	}
 	for _, p := range o.procs {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/event"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -119,9 +120,11 @@ func auditHas(t testing.TB, j js.JetStream, decision, key string) bool {
 		if err != nil {
 			continue
 		}
-		var r struct{ Decision, Key string }
-		if json.Unmarshal(m.Data, &r) == nil && r.Decision == decision && r.Key == key {
-			return true
+		recs, _ := event.AuditRecords(m.Data)
+		for _, r := range recs {
+			if r.Decision == decision && r.Key == key {
+				return true
+			}
 		}
 	}
 	return false

@@ -1,6 +1,11 @@
 package event
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Decisions recorded in AUDIT.
 const (
@@ -23,8 +28,8 @@ const (
 	ActorOperator = "operator"
 )
 
-// AuditRecord is one decision, stored as JSON on audit.<decision>.<provider>.
-// It never holds a body or a secret.
+// AuditRecord is one decision, stored as one line of JSON on
+// audit.<decision>.<provider>. It never holds a body or a secret.
 type AuditRecord struct {
 	Time       time.Time `json:"time"`
 	Decision   string    `json:"decision"`
@@ -41,4 +46,28 @@ type AuditRecord struct {
 // AuditSubject is where r is appended.
 func (r AuditRecord) AuditSubject() string {
 	return "audit." + Token(r.Decision) + "." + Token(r.Provider)
+}
+
+// AuditRecords decodes the body of one AUDIT message: one or more records,
+// one JSON object per line (the writer packs the records of a burst that
+// share a subject into one message). Blank lines are skipped.
+func AuditRecords(body []byte) ([]AuditRecord, error) {
+	var out []AuditRecord
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r AuditRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			return out, fmt.Errorf("audit record %d: %w", len(out)+1, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }

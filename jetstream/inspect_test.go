@@ -44,12 +44,14 @@ func store(t *testing.T, c *jetstream.Conn, provider, account, accountInKey, key
 func audit(t *testing.T, c *jetstream.Conn, recs ...event.AuditRecord) {
 	t.Helper()
 	w := jetstream.NewAuditWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), 64, nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	// Queued before Run, so they are packed the same way every time: one
+	// message per subject, in the order subjects first appear.
 	for _, r := range recs {
 		w.Record(r)
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
 	cancel()
 	if err := <-done; err != nil || w.Failed() > 0 {
 		t.Fatalf("audit writer: %v, %d failed", err, w.Failed())
@@ -295,7 +297,8 @@ func TestInspectTrace(t *testing.T) {
 	}
 	want := []jetstream.Scanned{
 		{Stream: "WEBHOOKS", Filter: "webhooks.grants.default", Exists: true, UpToSeq: 2, Read: 2},
-		{Stream: "AUDIT", Filter: "audit.*.grants", Exists: true, UpToSeq: 5, Read: 4},
+		// The two accepted records of provider grants share a message.
+		{Stream: "AUDIT", Filter: "audit.*.grants", Exists: true, UpToSeq: 4, Read: 3},
 		{Stream: "GRANTS", Filter: "grants.grants.>", Exists: true, UpToSeq: 2, Read: 2},
 		{Stream: "DLQ", Filter: "dlq.grants.default", Exists: true, UpToSeq: 1, Read: 1},
 	}

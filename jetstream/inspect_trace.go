@@ -195,14 +195,16 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 			if !bytes.Contains(m.Body, keyJSON) {
 				return
 			}
-			var rec event.AuditRecord
-			if json.Unmarshal(m.Body, &rec) != nil || rec.Key != q.Key {
-				return
+			recs, _ := event.AuditRecords(m.Body)
+			for _, rec := range recs {
+				if rec.Key != q.Key {
+					continue
+				}
+				rec.Time = rec.Time.UTC()
+				mu.Lock()
+				r.Audit = append(r.Audit, AuditEntry{AuditSeq: m.Seq, AuditRecord: rec})
+				mu.Unlock()
 			}
-			rec.Time = rec.Time.UTC()
-			mu.Lock()
-			r.Audit = append(r.Audit, AuditEntry{AuditSeq: m.Seq, AuditRecord: rec})
-			mu.Unlock()
 		})
 		return err
 	})
