@@ -20,6 +20,7 @@ type Config struct {
 	Consumer  Consumer            `yaml:"consumer"`
 	Providers map[string]Provider `yaml:"providers"`
 	Roles     Roles               `yaml:"roles"`
+	Log       Log                 `yaml:"log"`
 
 	// src remembers where keys were in the file so Validate's problems can
 	// point at them; a pointer keeps it out of %v output.
@@ -137,6 +138,15 @@ type Consumer struct {
 type Roles struct {
 	Gateway  bool `yaml:"gateway"`
 	Consumer bool `yaml:"consumer"`
+}
+
+// Log sets what serve writes to stderr (JSON lines).
+type Log struct {
+	// Level is debug, info (the default), warn or error. One line per
+	// accepted, duplicate or applied event is written at debug: AUDIT holds
+	// every decision durably, and at thousands of events a second a line
+	// each would cost the gateway more than its signature check does.
+	Level string `yaml:"level"`
 }
 
 // Provider is one webhook sender, served at POST /webhooks/{Name}.

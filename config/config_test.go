@@ -101,6 +101,7 @@ providers:
 		{"consumer.max_deliver", c.Consumer.MaxDeliver, 8},
 		{"consumer.backoff", c.Consumer.Backoff, []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}},
 		{"roles", c.Roles, Roles{Gateway: true, Consumer: true}},
+		{"log.level", c.Log.Level, "info"},
 		{"name", p.Name, "p"},
 		{"signature.tolerance", p.Signature.Tolerance, 5 * time.Minute},
 		{"signature.header", p.Signature.Header, ""},

@@ -104,6 +104,7 @@ func (c *Config) setDefaults(isSet func(key string) bool) {
 
 	boolean("roles.gateway", &c.Roles.Gateway, true)
 	boolean("roles.consumer", &c.Roles.Consumer, true)
+	str(&c.Log.Level, "info")
 
 	if c.Providers == nil {
 		c.Providers = map[string]Provider{}

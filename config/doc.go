@@ -66,6 +66,14 @@
 // each can be scaled on its own against one NATS cluster. Both false is an
 // error.
 //
+// # Log
+//
+//	log: { level: info }   # debug | info | warn | error
+//
+// Per-event lines (accepted, duplicate, applied, stale) are debug; what an
+// operator must act on (rejections, dead letters, unavailable store) is
+// warn or error.
+//
 // # Validation
 //
 // Validate and Check report every problem at once, each naming its key;

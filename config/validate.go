@@ -43,6 +43,11 @@ func (c *Config) Check() Problems {
 	if !c.Roles.Gateway && !c.Roles.Consumer {
 		k.errorf("roles", "gateway and consumer are both false: nothing would run")
 	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		k.errorf("log.level", "%q is not a level: debug, info, warn or error", c.Log.Level)
+	}
 	if len(c.Providers) == 0 {
 		k.warnf("providers", "no providers configured: every webhook would get 404")
 	}

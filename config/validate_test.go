@@ -106,6 +106,7 @@ func TestValidate(t *testing.T) {
 		{"backoff empty", func(c *Config) { c.Consumer.Backoff = nil }, "consumer.backoff", "must list at least one delay", false},
 		{"backoff entry", func(c *Config) { c.Consumer.Backoff = []time.Duration{time.Second, 0} }, "consumer.backoff[1]", "must be > 0", false},
 		{"no roles", func(c *Config) { c.Roles = Roles{} }, "roles", "gateway and consumer are both false: nothing would run", false},
+		{"log level", func(c *Config) { c.Log.Level = "verbose" }, "log.level", `"verbose" is not a level: debug, info, warn or error`, false},
 
 		// providers
 		{"no providers", func(c *Config) { c.Providers = nil }, "providers", "no providers configured", true},

@@ -523,7 +523,13 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 		// Redelivery will find the key applied (or the event stale).
 		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
 	}
-	p.log.Info("event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
+	// A dead letter needs an operator; the other decisions are routine and
+	// in AUDIT, so they are debug (see config.Log).
+	level := slog.LevelDebug
+	if out.Decision == DeadLettered {
+		level = slog.LevelWarn
+	}
+	p.log.LogAttrs(ctx, level, "event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
 		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
 		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
 	return out

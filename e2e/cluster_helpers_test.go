@@ -507,7 +507,7 @@ func tailString(s string, n int) string {
 
 // clusterConfig is a hookgate config for the cluster: every stream and
 // bucket R3, the grants provider of newEnv, retries fast enough for a
-// minute-long test. roles and forward may be empty.
+// minute-long test, per-event log lines. roles and forward may be empty.
 type clusterConfig struct {
 	natsURL    string
 	roles      string // e.g. "{ gateway: false, consumer: true }"
@@ -534,6 +534,8 @@ consumer:
   workers: 8
   max_deliver: 8
   backoff: [250ms, 500ms, 1s, 2s]
+# The reconciliation reads every consumer decision from the logs, too.
+log: { level: debug }
 `, c.natsURL)
 	if c.roles != "" {
 		fmt.Fprintf(&b, "roles: %s\n", c.roles)

@@ -199,3 +199,51 @@ func selfSigned(t testing.TB, dir string) (certPath, keyPath string) {
 	}
 	return certPath, keyPath
 }
+
+// TestLogLevel: by default routine decisions stay out of the log (AUDIT has
+// them) while a dead letter is a warning; log.level: debug adds a line per
+// gateway and consumer decision.
+func TestLogLevel(t *testing.T) {
+	applied := []byte(`{"grant_id":"G-1","type":"award.made","occurred_at":"2026-11-30T10:00:00Z"}`)
+	noTime := []byte(`{"grant_id":"G-2","type":"award.made"}`) // dead-lettered at once: no occurred_at
+	for _, level := range []string{"", "debug"} {
+		t.Run("level="+level, func(t *testing.T) {
+			e := newEnv(t, "")
+			if level != "" {
+				f, err := os.OpenFile(e.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = fmt.Fprintf(f, "log: { level: %s }\n", level)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			hg := start(t, e.cfgPath)
+			url := hg.baseURL + "/webhooks/grants"
+			expect(t, post(t, url, signGrants(t, "msg_a", applied), applied), 200, "status", "accepted")
+			expect(t, post(t, url, signGrants(t, "msg_b", noTime), noTime), 200, "status", "accepted")
+			waitFor(t, "the dead letter's warning", 30*time.Second, func() bool {
+				return strings.Contains(hg.stderr.String(), `"level":"WARN","msg":"event"`) &&
+					strings.Contains(hg.stderr.String(), `"decision":"dead-lettered"`)
+			})
+			if level == "debug" {
+				waitFor(t, "the applied event's debug line", 30*time.Second, func() bool {
+					return strings.Contains(hg.stderr.String(), `"decision":"applied"`)
+				})
+			}
+			logs := hg.stderr.String()
+			gatewayLines := strings.Count(logs, `"msg":"webhook"`)
+			appliedLines := strings.Count(logs, `"decision":"applied"`)
+			if level == "" && (gatewayLines != 0 || appliedLines != 0) {
+				t.Fatalf("default level logged %d gateway and %d applied lines:\n%s", gatewayLines, appliedLines, logs)
+			}
+			if level == "debug" && (gatewayLines != 2 || appliedLines != 1) {
+				t.Fatalf("debug logged %d gateway lines (want 2) and %d applied (want 1):\n%s", gatewayLines, appliedLines, logs)
+			}
+		})
+	}
+}

@@ -96,7 +96,8 @@ func (s *server) handleWebhook() http.Handler {
 			decision, status = event.DecisionDuplicate, "duplicate"
 		}
 		s.metrics.requests.WithLabelValues(name, decision, "200").Inc()
-		s.log.LogAttrs(r.Context(), slog.LevelInfo, "webhook",
+		// Debug: AUDIT has this decision durably; see config.Log.
+		s.log.LogAttrs(r.Context(), slog.LevelDebug, "webhook",
 			slog.String("provider", name), slog.String("account", k.Account),
 			slog.String("key", k.Key), slog.Uint64("seq", res.Seq), slog.String("decision", decision))
 		s.deps.Audit.Record(event.AuditRecord{
