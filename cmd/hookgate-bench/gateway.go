@@ -46,7 +46,11 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.NATS.URL != "" {
 		return errors.New("gateway: only the embedded server is supported here")
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
 		DataDir:    cfg.NATS.Embedded.DataDir,
