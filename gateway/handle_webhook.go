@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func (s *server) handleWebhook() http.Handler {
 			writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
 			return
 		}
-		defer func() { s.metrics.requestSeconds.WithLabelValues(name).Observe(time.Since(start).Seconds()) }()
+		defer func() { p.metrics.requestSeconds.Observe(time.Since(start).Seconds()) }()
 
 		body, err := readBody(w, r, s.maxBody)
 		if err != nil {
@@ -79,23 +80,21 @@ func (s *server) handleWebhook() http.Handler {
 			Header:  hdr,
 			Body:    body,
 		})
-		outcome := "stored"
-		switch {
-		case err != nil:
-			outcome = "failed"
-		case res.Duplicate:
-			outcome = "duplicate"
-		}
-		s.metrics.publishSeconds.WithLabelValues(name, outcome).Observe(time.Since(pubStart).Seconds())
+		took := time.Since(pubStart).Seconds()
 		if err != nil {
+			s.metrics.publishSeconds.WithLabelValues(name, "failed").Observe(took)
 			s.unavailable(w, p, k.Key, k.Account, err)
 			return
 		}
 		decision, status := event.DecisionAccepted, "accepted"
 		if res.Duplicate {
 			decision, status = event.DecisionDuplicate, "duplicate"
+			p.metrics.publishDuplicate.Observe(took)
+			p.metrics.duplicate.Inc()
+		} else {
+			p.metrics.publishStored.Observe(took)
+			p.metrics.accepted.Inc()
 		}
-		s.metrics.requests.WithLabelValues(name, decision, "200").Inc()
 		// Debug: AUDIT has this decision durably; see config.Log.
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "webhook",
 			slog.String("provider", name), slog.String("account", k.Account),
@@ -104,7 +103,7 @@ func (s *server) handleWebhook() http.Handler {
 			Time: start.UTC(), Decision: decision, Provider: name, Account: k.Account,
 			Key: k.Key, Seq: res.Seq, Status: http.StatusOK, Actor: event.ActorGateway,
 		})
-		writeJSON(w, http.StatusOK, answer{Status: status, Key: k.Key})
+		writeOK(w, status, k.Key)
 	})
 }
 
@@ -114,27 +113,39 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: %d bytes, max_body_bytes is %d", errTooLarge, r.ContentLength, limit)
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	if r.ContentLength >= 0 {
+		// The usual case: read exactly the declared length into one
+		// allocation (net/http reports a body shorter than declared as
+		// io.ErrUnexpectedEOF and never returns bytes beyond it).
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, bodyError(err, limit)
+		}
+		return body, nil
 	}
+	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(rd); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, fmt.Errorf("%w: over max_body_bytes (%d)", errTooLarge, limit)
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, fmt.Errorf("%w: request body not received within http.timeouts.read", errBodyTimeout)
-		}
-		// A network error names the connection's addresses: keep them
-		// out of the answer and the audit record.
-		var op *net.OpError
-		if errors.As(err, &op) {
-			err = op.Err
-		}
-		return nil, fmt.Errorf("%w: reading body: %v", errBodyRead, err)
+		return nil, bodyError(err, limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// bodyError says why reading a request body failed.
+func bodyError(err error, limit int64) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return fmt.Errorf("%w: over max_body_bytes (%d)", errTooLarge, limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w: request body not received within http.timeouts.read", errBodyTimeout)
+	}
+	// A network error names the connection's addresses: keep them
+	// out of the answer and the audit record.
+	var op *net.OpError
+	if errors.As(err, &op) {
+		err = op.Err
+	}
+	return fmt.Errorf("%w: reading body: %v", errBodyRead, err)
 }
 
 var (
@@ -241,10 +252,16 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	if len(k.Account) > MaxExtractedValue {
 		return nil, fmt.Errorf("%w: the account is %d bytes, at most %d", errValueTooLong, len(k.Account), MaxExtractedValue)
 	}
-	h[event.HeaderKey] = []string{k.Key}
-	h[event.HeaderProvider] = []string{p.name}
-	h[event.HeaderAccount] = []string{k.Account}
-	h[event.HeaderReceivedAt] = []string{now.UTC().Format(time.RFC3339Nano)}
+	// One backing array for the Hookgate-* values instead of a slice each.
+	vals := make([]string, 0, 7)
+	set := func(name, v string) {
+		vals = append(vals, v)
+		h[name] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set(event.HeaderKey, k.Key)
+	set(event.HeaderProvider, p.name)
+	set(event.HeaderAccount, k.Account)
+	set(event.HeaderReceivedAt, now.UTC().Format(time.RFC3339Nano))
 	for _, f := range []struct {
 		src  *Source
 		name string
@@ -260,7 +277,7 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 			if len(v) > MaxExtractedValue {
 				return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", errValueTooLong, f.src, len(v), MaxExtractedValue)
 			}
-			h[f.name] = []string{sanitizeHeaderValue(v)}
+			set(f.name, sanitizeHeaderValue(v))
 		}
 	}
 	return h, nil
@@ -313,6 +330,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeOK writes a 200 answer as writeJSON(answer{Status, Key}) would,
+// without reflection: every stored or duplicate request pays for it. Keys
+// are printable ASCII by construction; one with a character encoding/json
+// escapes takes the general path, so the bytes are always the same.
+func writeOK(w http.ResponseWriter, status, key string) {
+	if key == "" { // omitempty
+		writeJSON(w, http.StatusOK, answer{Status: status})
+		return
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			writeJSON(w, http.StatusOK, answer{Status: status, Key: key})
+			return
+		}
+	}
+	b := make([]byte, 0, len(`{"status":"","key":""}`)+len(status)+len(key)+1)
+	b = append(b, `{"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","key":"`...)
+	b = append(b, key...)
+	b = append(b, "\"}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
 }
 
 func truncate(s string, n int) string {

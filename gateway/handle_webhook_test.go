@@ -210,3 +210,40 @@ func TestRejectedFloodIsAuditedSparingly(t *testing.T) {
 		t.Fatalf("rejected records = %d for 50 forged requests; want a few", n)
 	}
 }
+
+// TestMetricsCountDecisions reads /metrics after one request of each kind:
+// the per-provider series are resolved once at start, so check they are the
+// right ones.
+func TestMetricsCountDecisions(t *testing.T) {
+	srv, _, _ := newGateway(t, "")
+	body := `{"id":"m1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`
+	for i, want := range []int{200, 200} {
+		if r := do(t, srv, signed(t, body), body); r.StatusCode != want {
+			t.Fatalf("request %d: %d", i, r.StatusCode)
+		}
+	}
+	if r := do(t, srv, http.Header{"X-Sig": {"sha256=00"}}, body); r.StatusCode != 401 {
+		t.Fatalf("forged: %d", r.StatusCode)
+	}
+	resp, err := srv.Client().Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		`hookgate_gateway_requests_total{decision="accepted",provider="p",status="200"} 1`,
+		`hookgate_gateway_requests_total{decision="duplicate",provider="p",status="200"} 1`,
+		`hookgate_gateway_requests_total{decision="rejected",provider="p",status="401"} 1`,
+		`hookgate_gateway_publish_seconds_count{outcome="stored",provider="p"} 1`,
+		`hookgate_gateway_publish_seconds_count{outcome="duplicate",provider="p"} 1`,
+		`hookgate_gateway_request_seconds_count{provider="p"} 3`,
+	} {
+		if !strings.Contains(string(text), line+"\n") {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/hookgate/hookgate/event"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -41,4 +42,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.requests, m.unknownProvider, m.publishSeconds, m.requestSeconds, m.auditSuppressed)
 	return m
+}
+
+// providerMetrics are one provider's series on the success path, resolved
+// once at start: a label lookup per request costs more than the update.
+type providerMetrics struct {
+	requestSeconds                  prometheus.Observer
+	publishStored, publishDuplicate prometheus.Observer
+	accepted, duplicate             prometheus.Counter
+}
+
+func (m *metrics) forProvider(name string) providerMetrics {
+	return providerMetrics{
+		requestSeconds:   m.requestSeconds.WithLabelValues(name),
+		publishStored:    m.publishSeconds.WithLabelValues(name, "stored"),
+		publishDuplicate: m.publishSeconds.WithLabelValues(name, "duplicate"),
+		accepted:         m.requests.WithLabelValues(name, event.DecisionAccepted, "200"),
+		duplicate:        m.requests.WithLabelValues(name, event.DecisionDuplicate, "200"),
+	}
 }

@@ -57,6 +57,7 @@ type provider struct {
 	typ        *Source
 	// limiter caps authenticated requests; nil when rate_limit is off.
 	limiter *rate.Limiter
+	metrics providerMetrics
 }
 
 // server holds what the handlers share. It is read-only after NewServer.
@@ -116,6 +117,7 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 		if err != nil {
 			return nil, fmt.Errorf("providers.%s: %w", name, err)
 		}
+		p.metrics = s.metrics.forProvider(name)
 		s.providers[name] = p
 	}
 	return s, nil
