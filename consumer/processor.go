@@ -152,18 +152,6 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if !ok {
 		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)")
 	}
-	seen, err := p.applied.Seen(ctx, ev.Key)
-	if err != nil {
-		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
-	}
-	if seen {
-		if ev.Subject != "" {
-			if out, done := p.settleOwn(ctx, m, rule); done {
-				return out
-			}
-		}
-		return p.ack(ctx, m, Outcome{Decision: AlreadyApplied})
-	}
 	if rule.Watermark {
 		if ev.Subject == "" {
 			return p.deadLetter(ctx, m, "no subject: ordering is watermark and the subject source found nothing")
@@ -174,12 +162,39 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 			}
 			return p.deadLetter(ctx, m, fmt.Sprintf("unparseable occurred_at %q", truncate(ev.OccurredRaw, 64)))
 		}
+		// The watermark tells most events apart without APPLIED: one newer
+		// than the mark was not applied (a holder that remembered it and
+		// stopped before committing left its lease naming the key, which
+		// applyLeased settles). applyLeased reads APPLIED only for the rest.
+		return p.applyLeased(ctx, m, rule)
+	}
+	if out, done := p.checkApplied(ctx, m, rule); done {
+		return out
 	}
 	if ev.Subject == "" {
 		// Nothing to order or lease: the applied-key check is the guard.
 		return p.applyUnleased(ctx, m, rule)
 	}
 	return p.applyLeased(ctx, m, rule)
+}
+
+// checkApplied decides a delivery whose key is in APPLIED: already applied,
+// or (its holder stopped between remembering and committing) settled now.
+// done is false when the key is not there.
+func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
+	seen, err := p.applied.Seen(ctx, m.Event.Key)
+	if err != nil {
+		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false), true
+	}
+	if !seen {
+		return Outcome{}, false
+	}
+	if m.Event.Subject != "" {
+		if out, done := p.settleOwn(ctx, m, rule); done {
+			return out, true
+		}
+	}
+	return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
 }
 
 func (p *Processor) applyUnleased(ctx context.Context, m *Message, rule Rule) Outcome {
@@ -208,6 +223,14 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		mark, rev, err = p.marks.Get(ctx, key)
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
+		}
+		if rule.Watermark && !ev.OccurredAt.After(mark.At) {
+			// Not newer than the mark (now: the mark may have moved while
+			// we waited for a lease): a replay, or an event of the same
+			// instant. Only APPLIED tells already-applied from stale.
+			if out, done := p.checkApplied(ctx, m, rule); done {
+				return out
+			}
 		}
 		if rule.Watermark {
 			if out, done := p.judge(ctx, m, mark); done {
