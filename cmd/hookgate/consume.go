@@ -68,14 +68,14 @@ func processorOptions(cfg *config.Config) consumer.Options {
 	}
 }
 
-// buildProcessor provisions the KV buckets and wires a processor over sys.
+// buildProcessor provisions the KV buckets and wires a processor over conn.
 // dlq may wrap the DLQ writer (dlq replay records the new letters).
-func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
-	marks, applied, err := jetstream.ProvisionKV(ctx, sys.conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
+func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Conn, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
+	marks, applied, err := jetstream.ProvisionKV(ctx, conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
 	if err != nil {
 		return nil, err
 	}
-	fx := jetstream.NewEffects(sys.conn)
+	fx := jetstream.NewEffects(conn)
 	rules, err := consumerRules(cfg, fx, fm)
 	if err != nil {
 		return nil, err
@@ -92,11 +92,15 @@ func buildProcessor(ctx context.Context, cfg *config.Config, sys *system, logger
 func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
-	proc, err := buildProcessor(ctx, cfg, sys, logger, metrics, consumer.NewForwardMetrics(reg), audit, o, nil)
+	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
 		return nil, err
 	}
-	src, err := jetstream.OpenSource(ctx, sys.conn, jetstream.SourceOptions{
+	proc, err := buildProcessor(ctx, cfg, conn, logger, metrics, consumer.NewForwardMetrics(reg), audit, o, nil)
+	if err != nil {
+		return nil, err
+	}
+	src, err := jetstream.OpenSource(ctx, conn, jetstream.SourceOptions{
 		// A small window: deliveries a killed instance had prefetched come
 		// back only after AckWait, overtaken by newer events (stale).
 		MaxAckPending: max(cfg.Consumer.Workers*16, 128),

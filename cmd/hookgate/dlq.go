@@ -91,7 +91,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	rec := &letterRecorder{}
 	o := processorOptions(cfg)
 	o.MaxDeliver = 1 // one synchronous attempt: a failure is re-appended at once
-	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
+	proc, err := buildProcessor(ctx, cfg, sys.conn, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
 		rec.next = d
 		return rec
 	})

@@ -80,7 +80,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
-	proc, err := buildProcessor(ctx, cfg, sys, logger, nil, nil, audit, processorOptions(cfg), nil)
+	proc, err := buildProcessor(ctx, cfg, sys.conn, logger, nil, nil, audit, processorOptions(cfg), nil)
 	if err != nil {
 		return err
 	}

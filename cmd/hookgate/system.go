@@ -16,6 +16,8 @@ type system struct {
 	cfg      *config.Config
 	embedded *jetstream.Embedded
 	conn     *jetstream.Conn
+	opts     jetstream.ConnectOptions
+	extra    []*jetstream.Conn // more connections (extraConn), closed with the system
 }
 
 func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
@@ -77,7 +79,7 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 		s.Close()
 		return nil, err
 	}
-	s.conn = c
+	s.conn, s.opts = c, opts
 	if mp := c.NC.MaxPayload(); mp < need {
 		s.Close()
 		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: raise max_payload on the NATS servers or lower http.max_body_bytes", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need)
@@ -102,8 +104,26 @@ func (s *system) Ready(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection, then the embedded server.
+// extraConn opens another connection to the same NATS, closed by Close. The
+// consumer gets its own so that its many small requests and the gateway's
+// publishes do not queue behind each other in one connection's read loop
+// and reply dispatcher (measured in the README's "Performance").
+func (s *system) extraConn(name string) (*jetstream.Conn, error) {
+	o := s.opts
+	o.Name = name
+	c, err := jetstream.Connect(o)
+	if err != nil {
+		return nil, err
+	}
+	s.extra = append(s.extra, c)
+	return c, nil
+}
+
+// Close closes the connections, then the embedded server.
 func (s *system) Close() {
+	for _, c := range s.extra {
+		c.Close()
+	}
 	if s.conn != nil {
 		s.conn.Close()
 	}
