@@ -292,9 +292,9 @@ func (p *Profile) Share(match func(frame string) bool) float64 {
 var componentRules = []struct{ prefix, component string }{
 	{"github.com/nats-io/nats-server/", "nats-server (embedded JetStream: store, dedup, routing)"},
 	{"github.com/nats-io/nats.go", "nats.go client (publish, ack wait)"},
-	{"log/slog.", "logging (slog, one line per request)"},
+	{"log/slog.", "logging (slog)"},
 	{"github.com/prometheus/", "prometheus metrics"},
-	{"github.com/hookgate/hookgate/jetstream.(*AuditWriter)", "hookgate audit writer (one AUDIT publish per request)"},
+	{"github.com/hookgate/hookgate/jetstream.(*AuditWriter)", "hookgate audit writer (records packed per subject)"},
 	{"github.com/hookgate/hookgate/gateway.(*hmacScheme)", "hookgate signature verify"},
 	{"github.com/hookgate/hookgate/gateway.(*standardScheme)", "hookgate signature verify"},
 	{"github.com/hookgate/hookgate/gateway.schemeBodyMAC", "hookgate signature verify"},
