@@ -66,6 +66,9 @@ type Processor struct {
 	log     *slog.Logger
 	opts    Options
 	metrics *Metrics
+	// cache spares the read of a subject's mark when this process wrote
+	// it last (see markCache).
+	cache *markCache
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool
@@ -101,7 +104,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 	if o.InDoubtWait <= 0 {
 		o.InDoubtWait = o.LeaseTTL
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m}
+	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -218,11 +221,19 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		rev      uint64
 		tookOver bool // the lease we claimed already named our key
 	)
-	for {
-		var err error
-		mark, rev, err = p.marks.Get(ctx, key)
-		if err != nil {
-			return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
+	for first := true; ; first = false {
+		// The cached mark only ever leads to the lease claim below (its
+		// compare-and-set fails if the mark moved, and the loop reads the
+		// store): every decision taken without a write (stale,
+		// already-applied, wait) is taken on a mark read from the store.
+		cm, cr, cached := p.cache.get(key)
+		if first && cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
+			mark, rev = cm, cr
+		} else {
+			var err error
+			if mark, rev, err = p.readMark(ctx, key); err != nil {
+				return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
+			}
 		}
 		if rule.Watermark && !ev.OccurredAt.After(mark.At) {
 			// Not newer than the mark (now: the mark may have moved while
@@ -262,9 +273,9 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
-		newRev, err := p.marks.Put(ctx, key, claimed, rev)
+		newRev, err := p.putMark(ctx, key, claimed, rev)
 		if errors.Is(err, ErrConflict) {
-			continue
+			continue // read the store again: the cached mark was behind
 		}
 		if err != nil {
 			return p.retry(m, fmt.Errorf("claim watermark: %w", err), false)
@@ -281,7 +292,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		if err != nil || seen {
 			released := mark
 			released.Lease = nil
-			if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+			if _, rerr := p.putMark(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
 				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
 			}
 			if err != nil {
@@ -311,7 +322,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// this one waits for its retry.
 			released := mark
 			released.Lease = nil
-			if _, rerr := p.marks.Put(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+			if _, rerr := p.putMark(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
 				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
 			}
 			return p.failed(ctx, m, err)
@@ -340,7 +351,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// applying now: keep their claim.
 			next.Lease = l
 		}
-		_, err := p.marks.Put(ctx, key, next, rev)
+		_, err := p.putMark(ctx, key, next, rev)
 		if err == nil {
 			break
 		}
@@ -352,7 +363,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// commit on top of what is there now, never backwards.
 		var gerr error
 		lost = true
-		mark, rev, gerr = p.marks.Get(ctx, key)
+		mark, rev, gerr = p.readMark(ctx, key)
 		if gerr != nil {
 			return p.retry(m, fmt.Errorf("re-read watermark: %w", gerr), false)
 		}
@@ -365,6 +376,38 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	return p.finishRemembered(ctx, m)
 }
 
+// readMark reads a subject's mark from the store and caches it.
+func (p *Processor) readMark(ctx context.Context, key string) (Mark, uint64, error) {
+	mark, rev, err := p.marks.Get(ctx, key)
+	if err != nil {
+		p.cache.drop(key)
+		return mark, rev, err
+	}
+	p.cacheMark(key, mark, rev)
+	return mark, rev, nil
+}
+
+// putMark is marks.Put keeping the cache in step.
+func (p *Processor) putMark(ctx context.Context, key string, m Mark, rev uint64) (uint64, error) {
+	n, err := p.marks.Put(ctx, key, m, rev)
+	if err != nil {
+		p.cache.drop(key)
+		return n, err
+	}
+	p.cacheMark(key, m, n)
+	return n, nil
+}
+
+// cacheMark caches lease-free marks only: a lease is another holder's
+// claim, to be seen fresh (waited for, or settled).
+func (p *Processor) cacheMark(key string, m Mark, rev uint64) {
+	if m.Lease != nil {
+		p.cache.drop(key)
+		return
+	}
+	p.cache.put(key, m, rev)
+}
+
 // settleOwn finishes an event whose holder stopped after remembering its
 // key and before committing: the subject's lease still names the key.
 // Its effects ran; commit the watermark (compare-and-set, monotonic, so
@@ -374,7 +417,7 @@ func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outco
 	ev := m.Event
 	key := MarkKey(ev)
 	for {
-		mark, rev, err := p.marks.Get(ctx, key)
+		mark, rev, err := p.readMark(ctx, key)
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read watermark: %w", err), false), true
 		}
@@ -382,7 +425,7 @@ func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outco
 			return Outcome{}, false
 		}
 		next := advance(mark, ev, rule.Watermark)
-		if _, err := p.marks.Put(ctx, key, next, rev); err != nil {
+		if _, err := p.putMark(ctx, key, next, rev); err != nil {
 			if errors.Is(err, ErrConflict) {
 				continue
 			}

@@ -558,7 +558,19 @@ func (o observedMarks) Get(ctx context.Context, key string) (consumer.Mark, uint
 
 func (o observedMarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
 	o.w.pause(ctx)
-	return o.w.marks.Put(ctx, key, m, rev)
+	// A delivery that claims on a mark it did not read in this delivery
+	// (the processor's cache) decided on the mark this compare-and-set
+	// replaces: record that one when the write succeeds.
+	prev, prevRev, perr := o.w.marks.Get(ctx, key)
+	n, err := o.w.marks.Put(ctx, key, m, rev)
+	if err == nil && perr == nil && prevRev == rev {
+		o.w.mu.Lock()
+		if d := o.w.dels[deliveryOf(ctx)]; d != nil && d.read == nil {
+			d.read = &prev
+		}
+		o.w.mu.Unlock()
+	}
+	return n, err
 }
 
 // observedApplied interleaves racing deliveries' APPLIED calls.

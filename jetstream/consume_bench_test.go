@@ -25,10 +25,16 @@ func (discardAudit) Record(event.AuditRecord) {}
 // BenchmarkConsumerDrain is the consumer alone, on a real embedded
 // JetStream: b.N events (1 KB, 1000 subjects, times increasing per subject)
 // are stored first, then the processor applies them (watermark ordering,
-// publish to GRANTS) with serve's default 8 workers until GRANTS holds all.
-// It reports events/s, CPU µs per event (the whole process: the embedded
-// server is in it) and how many of the 8 lanes were busy on average.
+// publish to GRANTS) with 8 workers (serve's default) or 32 until GRANTS
+// holds all. It reports events/s, CPU µs per event (the whole process: the
+// embedded server is in it) and how many lanes were busy on average.
 func BenchmarkConsumerDrain(b *testing.B) {
+	for _, workers := range []int{8, 32} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchmarkDrain(b, workers) })
+	}
+}
+
+func benchmarkDrain(b *testing.B, workers int) {
 	env := jstest.Start(b, "")
 	ctx := context.Background()
 	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
@@ -56,7 +62,7 @@ func BenchmarkConsumerDrain(b *testing.B) {
 	proc := consumer.NewProcessor(rules, env.Marks, env.Applied, fx, discardAudit{}, slog.New(slog.NewTextHandler(io.Discard, nil)), consumer.NewMetrics(reg), consumer.Options{
 		Owner: "bench", MaxDeliver: 8, Backoff: []time.Duration{time.Second}, LeaseTTL: 40 * time.Second, InDoubtWait: 80 * time.Second,
 	})
-	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: 128, AckWait: 40 * time.Second})
+	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: max(workers*16, 128), AckWait: 40 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +76,7 @@ func BenchmarkConsumerDrain(b *testing.B) {
 	start := time.Now()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- proc.Run(runCtx, src, 8) }()
+	go func() { done <- proc.Run(runCtx, src, workers) }()
 	for {
 		info, err := grants.Info(ctx)
 		if err != nil {
