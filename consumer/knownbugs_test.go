@@ -205,3 +205,49 @@ func TestCrashAfterCommitThenNewerStaysApplied(t *testing.T) {
 		t.Fatal("APPLIED does not have k1, so replays will call it stale")
 	}
 }
+
+// countingDelivery counts InProgress calls.
+type countingDelivery struct {
+	nopDelivery
+	mu         sync.Mutex
+	inProgress int
+}
+
+func (d *countingDelivery) InProgress() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inProgress++
+	return nil
+}
+
+func (d *countingDelivery) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inProgress
+}
+
+// Effects that run long keep their delivery alive (InProgress every 5 s),
+// and the keep-alive stops with them.
+func TestLongEffectsKeepTheDeliveryAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newBugEnv()
+		slow := consumer.EffectFunc(func(context.Context, consumer.Event) error {
+			time.Sleep(12 * time.Second)
+			return nil
+		})
+		d := &countingDelivery{}
+		k := spec{key: "k", provider: provWatermark, subject: "G-1", at: at(10)}
+		out := e.proc("a", slow).Process(context.Background(), &consumer.Message{Event: k.event(1), Deliveries: 1, Delivery: d})
+		if out.Decision != consumer.Applied {
+			t.Fatalf("decision %s", out.Decision)
+		}
+		if n := d.count(); n != 2 {
+			t.Fatalf("InProgress called %d times during 12 s of effects, want 2 (at 5 s and 10 s)", n)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if n := d.count(); n != 2 {
+			t.Fatalf("InProgress called %d times after the effects finished", n)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
@@ -490,21 +491,33 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 	return nil
 }
 
+// keepAlive is how often a delivery whose effects still run is marked in
+// progress, well inside any AckWait.
+const keepAlive = 5 * time.Second
+
 func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error {
-	// Keep the delivery alive while effects run.
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = m.Delivery.InProgress()
-			}
+	// Keep the delivery alive while effects run. A timer, not a goroutine
+	// per event: almost every event finishes long before it fires.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(keepAlive, func() {
+		_ = m.Delivery.InProgress()
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			t.Reset(keepAlive)
 		}
+	})
+	mu.Unlock()
+	defer func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		t.Stop()
 	}()
 	for _, e := range rule.Effects {
 		if err := e.Apply(ctx, m.Event); err != nil {
