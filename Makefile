@@ -67,9 +67,11 @@ cluster-down:
 cluster-status:
 	@scripts/cluster.sh status
 
+## lint: gofmt, go vet, staticcheck (pinned by go.mod's tool directive)
 lint:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 tidy-check:
 	$(GO) mod tidy

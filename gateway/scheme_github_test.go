@@ -17,8 +17,8 @@ import (
 // The known answer from NOTES-providers.md (GitHub's documentation example).
 const (
 	githubVecSecret config.Secret = "It's a Secret to Everybody"
-	githubVecBody                 = "Hello, World!"
-	githubVecSig                  = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+	githubVecBody   string        = "Hello, World!"
+	githubVecSig    string        = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 )
 
 func githubH(v string) http.Header {

@@ -20,10 +20,10 @@ import (
 // The known answer from NOTES-providers.md (the Standard Webhooks test vector).
 const (
 	stdVecSecret config.Secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-	stdVecID                   = "msg_p5jXN8AQM9LWM0D4loKWxJek"
-	stdVecTS                   = "1614265330"
-	stdVecBody                 = `{"test": 2432232314}`
-	stdVecSig                  = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+	stdVecID     string        = "msg_p5jXN8AQM9LWM0D4loKWxJek"
+	stdVecTS     string        = "1614265330"
+	stdVecBody   string        = `{"test": 2432232314}`
+	stdVecSig    string        = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 )
 
 var stdVecTime = time.Unix(1614265330, 0)
