@@ -71,14 +71,17 @@ func (s *server) handleWebhook() http.Handler {
 			return
 		}
 
-		ctx, cancel := context.WithTimeout(r.Context(), s.publishLimit)
-		defer cancel()
+		// Not cancelled when the sender hangs up: a publish under way may
+		// land anyway, and the answer, audit record and log must say what
+		// happened. Deadline bounds it instead (answer before the write
+		// timeout; a slow store is a 503 the sender retries).
 		pubStart := time.Now()
-		res, err := s.deps.Publisher.Publish(ctx, jetstream.Message{
-			Subject: event.WebhookSubject(p.name, k.AccountInKey),
-			Key:     k.Key,
-			Header:  hdr,
-			Body:    body,
+		res, err := s.deps.Publisher.Publish(context.WithoutCancel(r.Context()), jetstream.Message{
+			Subject:  event.WebhookSubject(p.name, k.AccountInKey),
+			Key:      k.Key,
+			Header:   hdr,
+			Body:     body,
+			Deadline: pubStart.Add(s.publishLimit),
 		})
 		took := time.Since(pubStart).Seconds()
 		if err != nil {

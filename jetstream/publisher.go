@@ -17,6 +17,10 @@ type Message struct {
 	Key     string // idempotency key: Nats-Msg-Id and the claim
 	Header  nats.Header
 	Body    []byte
+	// Deadline, when set, bounds Publish with its retries like a ctx
+	// deadline would, without a timer of its own (the gateway sets it per
+	// request; each attempt already has one).
+	Deadline time.Time
 }
 
 // PublishResult says what JetStream did with a Message.
@@ -68,6 +72,9 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 		if err == nil || !retryable(err) {
 			return res, err
 		}
+		if !m.Deadline.IsZero() && time.Now().Add(backoff).After(m.Deadline) {
+			return PublishResult{}, classify("publish "+m.Subject, fmt.Errorf("%w (last error: %w)", context.DeadlineExceeded, err))
+		}
 		select {
 		case <-ctx.Done():
 			return PublishResult{}, classify("publish "+m.Subject, fmt.Errorf("%w (last error: %w)", ctx.Err(), err))
@@ -95,7 +102,11 @@ func retryable(err error) bool {
 }
 
 func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	timeout := p.timeout
+	if !m.Deadline.IsZero() {
+		timeout = min(timeout, time.Until(m.Deadline))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Body}, js.WithMsgID(m.Key))
 	if err != nil {

@@ -242,6 +242,33 @@ func TestPublishUnavailableWhenServerGone(t *testing.T) {
 	}
 }
 
+// A Message's Deadline bounds Publish and its retries when ctx never ends
+// (the gateway's way: no timer per request for the overall limit).
+func TestPublishDeadlineBoundsRetries(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	p := NewPublisher(c, 5*time.Second)
+	// No stream takes this subject: "no responders", retried as a leader
+	// election would be.
+	m := msg("test:default:evt:deadline")
+	m.Subject = "nostream.test"
+	m.Deadline = time.Now().Add(300 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Publish(context.Background(), m)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("err = %v, want ErrUnavailable", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Publish kept retrying past its Deadline")
+	}
+}
+
 // BenchmarkPublishSync compares the embedded server's two durability
 // modes in one run: sync interval (fsync every 2 min; acked writes survive
 // a process kill) and sync always (fsync each write; also power loss).
