@@ -85,9 +85,12 @@ type ConfigResult struct {
 	// End to end only: medians over rounds.
 	AppliedRate     float64 `json:"applied_per_s,omitempty"`
 	AppliedVsPeakGw float64 `json:"applied_vs_gateway_peak,omitempty"`
-	DrainSeconds    float64 `json:"drain_seconds_max,omitempty"`
-	Drained         *bool   `json:"drained,omitempty"`
-	hist            *Histogram
+	// AppliedPeak is the best 1 s apply rate (median over rounds): the
+	// consumer's pace once the burst is over and it has the machine.
+	AppliedPeak  float64 `json:"applied_per_s_peak_1s,omitempty"`
+	DrainSeconds float64 `json:"drain_seconds_max,omitempty"`
+	Drained      *bool   `json:"drained,omitempty"`
+	hist         *Histogram
 }
 
 // Settings are the knobs a report was made with.
@@ -183,7 +186,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 	var out []ConfigResult
 	for _, c := range cfgs {
 		cr := ConfigResult{Name: c.Name, Label: c.Label, hist: &Histogram{}}
-		var rps, ratios, srv, cli, other, applied, appliedVs []float64
+		var rps, ratios, srv, cli, other, applied, appliedVs, peaks []float64
 		for _, r := range rounds {
 			if r.Config != c.Name {
 				continue
@@ -205,6 +208,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 			cr.Duplicates += r.Duplicates
 			if r.E2E != nil {
 				applied = append(applied, r.E2E.AppliedRate)
+				peaks = append(peaks, r.E2E.AppliedPeak)
 				appliedVs = append(appliedVs, r.E2E.AppliedVsPeakGw)
 				cr.DrainSeconds = max(cr.DrainSeconds, r.E2E.DrainSeconds)
 				d := r.E2E.Drained && (cr.Drained == nil || *cr.Drained)
@@ -218,7 +222,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 		cr.RPSMin, cr.RPSMax = slicesMin(rps), slicesMax(rps)
 		cr.P50ms, cr.P99ms, cr.P999ms = ms(cr.hist.Quantile(0.5)), ms(cr.hist.Quantile(0.99)), ms(cr.hist.Quantile(0.999))
 		cr.ServerCPUus, cr.ClientCPUus, cr.OtherCPUs = median(srv), median(cli), median(other)
-		cr.AppliedRate, cr.AppliedVsPeakGw = median(applied), median(appliedVs)
+		cr.AppliedRate, cr.AppliedVsPeakGw, cr.AppliedPeak = median(applied), median(appliedVs), median(peaks)
 		out = append(out, cr)
 	}
 	var floorP99 float64
@@ -273,8 +277,8 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	for _, c := range r.Configs {
 		if c.Drained != nil {
-			fmt.Fprintf(w, "\nend to end: consumer applied %.0f events/s (%.2fx the hmac gateway's %0.f rps); lag back to 0: %t, %.1fs after the burst (worst round)\n",
-				c.AppliedRate, c.AppliedVsPeakGw, r.config("hmac").RPS, *c.Drained, c.DrainSeconds)
+			fmt.Fprintf(w, "\nend to end: consumer applied %.0f events/s (%.2fx the hmac gateway's %0.f rps) from the burst's start until the lag was 0, at best %.0f/s in 1 s; lag back to 0: %t, %.1fs after the burst (worst round)\n",
+				c.AppliedRate, c.AppliedVsPeakGw, r.config("hmac").RPS, c.AppliedPeak, *c.Drained, c.DrainSeconds)
 		}
 	}
 	if k := r.Keys; k != nil {
@@ -352,7 +356,7 @@ func (r *Report) goals() {
 			re.RPS, re.ServerCPUus, hm.RPS, hm.ServerCPUus), yesNo(re.RPS >= 0.97*hm.RPS))
 	}
 	if e := r.config("e2e"); e.Rounds > 0 && e.Drained != nil {
-		add("consumer applies >= 0.5x the gateway's peak rate", fmt.Sprintf("%.2fx (%.0f applied/s vs %.0f rps)", e.AppliedVsPeakGw, e.AppliedRate, hm.RPS), yesNo(e.AppliedVsPeakGw >= 0.5))
+		add("consumer applies >= 0.5x the gateway's peak rate", fmt.Sprintf("%.2fx (%.0f applied/s vs %.0f rps; best 1 s: %.0f/s = %.2fx)", e.AppliedVsPeakGw, e.AppliedRate, hm.RPS, e.AppliedPeak, e.AppliedPeak/hm.RPS), yesNo(e.AppliedVsPeakGw >= 0.5))
 		add("lag returns to zero after a burst", fmt.Sprintf("%t, within %.1fs", *e.Drained, e.DrainSeconds), yesNo(*e.Drained))
 	}
 	if k := r.Keys; k != nil {
