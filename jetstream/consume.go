@@ -48,9 +48,7 @@ func (e *Effects) PublishGrant(ctx context.Context, subject, key string, header 
 	// A publish that timed out may have been stored: retry it with the
 	// same Nats-Msg-Id (a duplicate then) rather than report a failure
 	// that lets newer events overtake an event already in GRANTS.
-	ctx, cancel := context.WithTimeout(ctx, grantPublishLimit)
-	defer cancel()
-	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body})
+	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body, Deadline: time.Now().Add(grantPublishLimit)})
 	if err != nil {
 		return 0, err
 	}
