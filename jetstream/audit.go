@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -126,20 +125,22 @@ type auditMsg struct {
 // load: one stored message per subject and burst instead of one per request
 // (measured in the README's "Performance").
 func (w *AuditWriter) pack(batch []event.AuditRecord) []*auditMsg {
+	type group struct{ decision, provider string }
 	var msgs []*auditMsg
-	open := map[string]*auditMsg{}
+	open := map[group]*auditMsg{}
+	var line []byte
 	for _, r := range batch {
-		line, err := json.Marshal(r)
-		if err != nil {
+		var err error
+		if line, err = r.AppendJSON(line[:0]); err != nil {
 			w.lost(r, err.Error())
 			continue
 		}
-		subj := r.AuditSubject()
-		m := open[subj]
+		g := group{r.Decision, r.Provider}
+		m := open[g]
 		if m == nil || len(m.body)+len(line)+1 > maxAuditMessage {
 			// A retry after a lost ack must not append the records twice.
-			m = &auditMsg{subject: subj, id: nuid.Next()}
-			open[subj] = m
+			m = &auditMsg{subject: r.AuditSubject(), id: nuid.Next(), body: make([]byte, 0, 4<<10)}
+			open[g] = m
 			msgs = append(msgs, m)
 		}
 		m.recs = append(m.recs, r)

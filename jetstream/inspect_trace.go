@@ -190,8 +190,9 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	})
 	g.Go(func() (err error) {
 		scans[1], err = scanStream(gctx, c, StreamAudit, "audit.*."+event.Token(provider), false, func(m StoredMsg) {
-			// The writer marshals with encoding/json too, so a record of
-			// this key holds this exact byte string.
+			// The writer encodes strings as encoding/json does (held to it
+			// by event's FuzzAuditRecordJSON), so a record of this key
+			// holds this exact byte string.
 			if !bytes.Contains(m.Body, keyJSON) {
 				return
 			}
