@@ -1,0 +1,45 @@
+package consumer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hookgate/hookgate/event"
+)
+
+func TestRenderSubject(t *testing.T) {
+	ev := Event{Provider: "fluxx", Account: "demo.myshopify.com", Subject: "G-42", Type: "award.disbursed"}
+	tests := []struct{ tmpl, want string }{
+		{"grants.{provider}.{subject}.{type}", "grants.fluxx.G-42.award.disbursed"},
+		{"grants.{provider}.{account}.{subject}", "grants.fluxx.demo=2Emyshopify=2Ecom.G-42"},
+		{"fixed.subject", "fixed.subject"},
+		{"{type}", "award.disbursed"},
+		{"a.{unknown}.{subject}.{", "a.{unknown}.G-42.{"},
+		{"{{subject}}", "{G-42}"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := RenderSubject(tt.tmpl, ev); got != tt.want {
+			t.Errorf("RenderSubject(%q) = %q, want %q", tt.tmpl, got, tt.want)
+		}
+	}
+}
+
+// FuzzRenderSubject holds the scan to what a strings.Replacer of the four
+// placeholders gives, for any template and values.
+func FuzzRenderSubject(f *testing.F) {
+	f.Add("grants.{provider}.{subject}.{type}", "p", "acct", "G-1", "a.b")
+	f.Add("{{account}}{}{type", "p", "x.y", "", "")
+	f.Fuzz(func(t *testing.T, tmpl, provider, account, subject, typ string) {
+		ev := Event{Provider: provider, Account: account, Subject: subject, Type: typ}
+		want := strings.NewReplacer(
+			"{provider}", ev.Provider,
+			"{account}", event.Token(ev.Account),
+			"{subject}", event.Token(ev.Subject),
+			"{type}", event.Tokens(ev.Type),
+		).Replace(tmpl)
+		if got := RenderSubject(tmpl, ev); got != want {
+			t.Fatalf("RenderSubject(%q) = %q, Replacer gives %q", tmpl, got, want)
+		}
+	})
+}
