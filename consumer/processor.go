@@ -111,10 +111,14 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 // Process decides and carries out one delivery, then acks or naks it. The
 // order, chosen so a crash anywhere converges on redelivery:
 //
-//  1. applied-key check (APPLIED): seen -> already-applied, ack (after
-//     settling a commit its holder did not finish, see settleOwn).
-//  2. read the subject's mark; older -> stale, ack. Equal time with this
-//     key -> already-applied.
+//  1. read the subject's mark (or, for an event newer than the mark this
+//     process last saw, take that one from the cache and let step 3's
+//     compare-and-set check it). Not newer than the mark: APPLIED says
+//     already-applied (after settling a commit its holder did not finish,
+//     see settleOwn); else older -> stale, ack. Without ordering, APPLIED
+//     is read first.
+//  2. wait for another holder's live lease; hand back an event whose
+//     subject is in doubt.
 //  3. claim the mark's lease by compare-and-set.
 //  4. effects: forward (Idempotency-Key = key), then publish to GRANTS
 //     (Nats-Msg-Id = key, deduplicated over the horizon).
@@ -127,7 +131,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 // downstream; meanwhile the subject is in doubt (InDoubtWait). A crash
 // between 5 and 6 is settled by the redelivery, or by a takeover of the
 // lease for the same key, without running the effects again. A crash
-// after 6 is caught by step 1.
+// after 6 is caught by step 1 (the event is no longer newer than the mark).
 func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	start := p.opts.Now()
 	out := p.process(ctx, m)
