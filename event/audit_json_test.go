@@ -30,7 +30,7 @@ func FuzzAuditRecordJSON(f *testing.F) {
 func TestAuditRecordJSONInAnotherZone(t *testing.T) {
 	// Records are written in UTC, but AppendJSON must match encoding/json
 	// for any zone it is given.
-	r := AuditRecord{Time: time.Date(2026, 12, 1, 4, 5, 6, 7, time.FixedZone("x", -(3*3600 + 30*60))), Key: "k"}
+	r := AuditRecord{Time: time.Date(2026, 12, 1, 4, 5, 6, 7, time.FixedZone("x", -(3*3600+30*60))), Key: "k"}
 	want, _ := json.Marshal(r)
 	got, err := r.AppendJSON(nil)
 	if err != nil || !bytes.Equal(got, want) {
