@@ -31,3 +31,17 @@ func TestWriteOKMatchesWriteJSON(t *testing.T) {
 		}
 	}
 }
+
+func TestDropHeaderIgnoresCase(t *testing.T) {
+	hop := map[string]bool{"X-Hop": true}
+	for name, want := range map[string]bool{
+		"Nats-Msg-Id": true, "NATS-Expected-Stream": true, "nats-rollup": true,
+		"Hookgate-Key": true, "HOOKGATE-Provider": true, "Proxy-Authorization": true, "proxy-x": true,
+		"Authorization": true, "Cookie": true, "Connection": true, "X-Hop": true,
+		"X-Nats-Trace": false, "Natsy": false, "Hookgate": false, "Content-Type": false, "X-Signature": false,
+	} {
+		if got := dropHeader(name, hop); got != want {
+			t.Errorf("dropHeader(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

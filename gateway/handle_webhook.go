@@ -320,8 +320,13 @@ func dropHeader(name string, hop map[string]bool) bool {
 	if hop[name] {
 		return true
 	}
-	lower := strings.ToLower(name)
-	return strings.HasPrefix(lower, "proxy-") || strings.HasPrefix(lower, "nats-") || strings.HasPrefix(lower, "hookgate-")
+	return hasPrefixFold(name, "proxy-") || hasPrefixFold(name, "nats-") || hasPrefixFold(name, "hookgate-")
+}
+
+// hasPrefixFold is strings.HasPrefix ignoring ASCII case, without the
+// allocation of lower-casing every header name of every request.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
