@@ -1,6 +1,9 @@
 package consumer
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // markCache remembers the last lease-free mark and revision this process
 // read or wrote per subject, so applying an event newer than it starts with
@@ -55,4 +58,36 @@ func (c *markCache) drop(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.m, key)
+}
+
+// readMark reads a subject's mark from the store and caches it.
+func (p *Processor) readMark(ctx context.Context, key string) (Mark, uint64, error) {
+	mark, rev, err := p.marks.Get(ctx, key)
+	if err != nil {
+		p.cache.drop(key)
+		return mark, rev, err
+	}
+	p.cacheMark(key, mark, rev)
+	return mark, rev, nil
+}
+
+// putMark is marks.Put keeping the cache in step.
+func (p *Processor) putMark(ctx context.Context, key string, m Mark, rev uint64) (uint64, error) {
+	n, err := p.marks.Put(ctx, key, m, rev)
+	if err != nil {
+		p.cache.drop(key)
+		return n, err
+	}
+	p.cacheMark(key, m, n)
+	return n, nil
+}
+
+// cacheMark caches lease-free marks only: a lease is another holder's
+// claim, to be seen fresh (waited for, or settled).
+func (p *Processor) cacheMark(key string, m Mark, rev uint64) {
+	if m.Lease != nil {
+		p.cache.drop(key)
+		return
+	}
+	p.cache.put(key, m, rev)
 }

@@ -381,38 +381,6 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	return p.finishRemembered(ctx, m)
 }
 
-// readMark reads a subject's mark from the store and caches it.
-func (p *Processor) readMark(ctx context.Context, key string) (Mark, uint64, error) {
-	mark, rev, err := p.marks.Get(ctx, key)
-	if err != nil {
-		p.cache.drop(key)
-		return mark, rev, err
-	}
-	p.cacheMark(key, mark, rev)
-	return mark, rev, nil
-}
-
-// putMark is marks.Put keeping the cache in step.
-func (p *Processor) putMark(ctx context.Context, key string, m Mark, rev uint64) (uint64, error) {
-	n, err := p.marks.Put(ctx, key, m, rev)
-	if err != nil {
-		p.cache.drop(key)
-		return n, err
-	}
-	p.cacheMark(key, m, n)
-	return n, nil
-}
-
-// cacheMark caches lease-free marks only: a lease is another holder's
-// claim, to be seen fresh (waited for, or settled).
-func (p *Processor) cacheMark(key string, m Mark, rev uint64) {
-	if m.Lease != nil {
-		p.cache.drop(key)
-		return
-	}
-	p.cache.put(key, m, rev)
-}
-
 // settleOwn finishes an event whose holder stopped after remembering its
 // key and before committing: the subject's lease still names the key.
 // Its effects ran; commit the watermark (compare-and-set, monotonic, so
