@@ -24,6 +24,8 @@ type Configuration struct {
 	Redeliver float64
 	// EndToEnd runs the consumer too and waits for GRANTS to catch up.
 	EndToEnd bool
+	// Workers sets consumer.workers when > 0.
+	Workers int
 }
 
 const (
@@ -76,6 +78,9 @@ func (c Configuration) HookgateYAML(dataDir string, maxBody int64, natsPort int,
 	}
 	b.WriteString("dedup:\n  horizon: 96h\n  window: 2m\n")
 	fmt.Fprintf(&b, "roles:\n  gateway: true\n  consumer: %t\n", c.EndToEnd)
+	if c.Workers > 0 {
+		fmt.Fprintf(&b, "consumer:\n  workers: %d\n", c.Workers)
+	}
 	fmt.Fprintf(&b, "providers:\n  %s:\n    signature:\n      scheme: %s\n      secrets: [%s]\n", BenchProvider, c.Scheme, q(c.Secret))
 	if c.Header != "" {
 		fmt.Fprintf(&b, "      header: %s\n", q(c.Header))

@@ -44,6 +44,7 @@ type Options struct {
 	Duration     time.Duration
 	Rounds       int
 	Redeliver    float64  // share of redeliveries in the "redeliver" configuration
+	Workers      int      // consumer.workers for the end-to-end configuration; 0: hookgate's default
 	Only         []string // configuration names to run; empty = all
 	DrainTimeout time.Duration
 
@@ -221,6 +222,9 @@ func (h *harness) server(ctx context.Context, c Configuration, dir string, gatew
 				return nil, 0, "", err
 			}
 			natsPort, token = p, "bench-"+nonce()+nonce()
+		}
+		if c.EndToEnd {
+			c.Workers = h.o.Workers
 		}
 		y := c.HookgateYAML(filepath.Join(dir, "data"), h.o.MaxBody, natsPort, token)
 		if err := CheckHookgateYAML(y); err != nil {

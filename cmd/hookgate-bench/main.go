@@ -76,6 +76,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Rounds, "rounds", 2, "rounds; each runs every configuration once, in turn (A/B/A/B); 0 skips the load (keys and profile only)")
 	fs.StringVar(&o.Name, "name", "latest", "base name of the JSON and SVG results (NAME.json, NAME.svg)")
 	fs.Float64Var(&o.Redeliver, "redeliver", 0.5, "share of redeliveries in the 'redeliver' configuration")
+	fs.IntVar(&o.Workers, "workers", 0, "consumer.workers in the end-to-end configuration (0: hookgate's default, 8)")
 	only := fs.String("only", "", "comma-separated configurations to run besides the floor: hmac,standard,redeliver,digest,e2e")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 90*time.Second, "end to end: how long to wait for the consumer's lag to return to 0")
 	fs.IntVar(&o.Keys, "keys", 1_000_000, "tracked keys for the memory-per-key and restart measurement (10000000 for the 10M figure); 0 skips")
