@@ -570,10 +570,7 @@ func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string) O
 }
 
 func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
-	if err := m.Delivery.Ack(ctx); err != nil {
-		// Redelivery will find the key applied (or the event stale).
-		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
-	}
+	// Logged before the ack, so whoever sees the ack sees the line too.
 	// A dead letter needs an operator; the other decisions are routine and
 	// in AUDIT, so they are debug (see config.Log).
 	level := slog.LevelDebug
@@ -583,6 +580,10 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 	p.log.LogAttrs(ctx, level, "event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
 		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
 		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
+	if err := m.Delivery.Ack(ctx); err != nil {
+		// Redelivery will find the key applied (or the event stale).
+		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
 	return out
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -223,6 +224,7 @@ func TestLogLevel(t *testing.T) {
 				}
 			}
 			hg := start(t, e.cfgPath)
+			j := natsClient(t, e.natsURL, natsToken)
 			url := hg.baseURL + "/webhooks/grants"
 			expect(t, post(t, url, signGrants(t, "msg_a", applied), applied), 200, "status", "accepted")
 			expect(t, post(t, url, signGrants(t, "msg_b", noTime), noTime), 200, "status", "accepted")
@@ -230,11 +232,21 @@ func TestLogLevel(t *testing.T) {
 				return strings.Contains(hg.stderr.String(), `"level":"WARN","msg":"event"`) &&
 					strings.Contains(hg.stderr.String(), `"decision":"dead-lettered"`)
 			})
-			if level == "debug" {
-				waitFor(t, "the applied event's debug line", 30*time.Second, func() bool {
-					return strings.Contains(hg.stderr.String(), `"decision":"applied"`)
-				})
-			}
+			// The consumer logs each decision before it acks: once both
+			// events are acked, every line there will be is written.
+			waitFor(t, "msg_a applied (AUDIT)", 30*time.Second, func() bool {
+				return auditHas(t, j, "applied", "grants:default:evt:msg_a")
+			})
+			waitFor(t, "both deliveries acked", 30*time.Second, func() bool {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				c, err := j.Consumer(ctx, "WEBHOOKS", "hookgate-apply")
+				if err != nil {
+					return false
+				}
+				info, err := c.Info(ctx)
+				return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream == 2
+			})
 			logs := hg.stderr.String()
 			gatewayLines := strings.Count(logs, `"msg":"webhook"`)
 			appliedLines := strings.Count(logs, `"decision":"applied"`)
