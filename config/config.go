@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -147,6 +148,19 @@ type Log struct {
 	// every decision durably, and at thousands of events a second a line
 	// each would cost the gateway more than its signature check does.
 	Level string `yaml:"level"`
+}
+
+// SlogLevel is Level as a slog.Level; info for anything Validate rejects.
+func (l Log) SlogLevel() slog.Level {
+	switch l.Level {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 // Provider is one webhook sender, served at POST /webhooks/{Name}.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -102,6 +103,7 @@ providers:
 		{"consumer.backoff", c.Consumer.Backoff, []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}},
 		{"roles", c.Roles, Roles{Gateway: true, Consumer: true}},
 		{"log.level", c.Log.Level, "info"},
+		{"log.level as slog", c.Log.SlogLevel(), slog.LevelInfo},
 		{"name", p.Name, "p"},
 		{"signature.tolerance", p.Signature.Tolerance, 5 * time.Minute},
 		{"signature.header", p.Signature.Header, ""},
@@ -361,5 +363,13 @@ func TestSchemesIsACopy(t *testing.T) {
 	s[0] = "changed"
 	if Schemes()[0] != SchemeStandardWebhooks {
 		t.Error("Schemes() shares its backing array")
+	}
+}
+
+func TestLogSlogLevel(t *testing.T) {
+	for level, want := range map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError} {
+		if got := (Log{Level: level}).SlogLevel(); got != want {
+			t.Errorf("%s -> %v, want %v", level, got, want)
+		}
 	}
 }

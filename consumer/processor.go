@@ -231,8 +231,11 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// compare-and-set fails if the mark moved, and the loop reads the
 		// store): every decision taken without a write (stale,
 		// already-applied, wait) is taken on a mark read from the store.
-		cm, cr, cached := p.cache.get(key)
-		if first && cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
+		cm, cr, cached := Mark{}, uint64(0), false
+		if first {
+			cm, cr, cached = p.cache.get(key)
+		}
+		if cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
 			mark, rev = cm, cr
 		} else {
 			var err error

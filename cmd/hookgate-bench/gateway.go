@@ -46,11 +46,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.NATS.URL != "" {
 		return errors.New("gateway: only the embedded server is supported here")
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
 
 	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
 		DataDir:    cfg.NATS.Embedded.DataDir,

@@ -35,11 +35,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return fmt.Errorf("log.level: %w", err) // Validate has caught it already
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
 
 	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
 	if err != nil {
