@@ -11,39 +11,49 @@ import (
 // (FuzzAuditRecordJSON holds it to that), without reflection: the gateway
 // writes one record per request.
 func (r AuditRecord) AppendJSON(b []byte) ([]byte, error) {
-	if y := r.Time.Year(); y < 0 || y > 9999 {
-		// Out of RFC 3339's range: let encoding/json give its error.
+	b2, ok := AppendJSONTime(append(b, `{"time":`...), r.Time)
+	if !ok {
+		// A time RFC 3339 cannot write: let encoding/json give its error.
 		j, err := json.Marshal(r)
 		return append(b, j...), err
 	}
-	b = append(b, `{"time":"`...)
-	b = r.Time.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","decision":`...)
-	b = appendJSONString(b, r.Decision)
+	b = append(b2, `,"decision":`...)
+	b = AppendJSONString(b, r.Decision)
 	b = append(b, `,"provider":`...)
-	b = appendJSONString(b, r.Provider)
+	b = AppendJSONString(b, r.Provider)
 	b = append(b, `,"account":`...)
-	b = appendJSONString(b, r.Account)
+	b = AppendJSONString(b, r.Account)
 	b = append(b, `,"key":`...)
-	b = appendJSONString(b, r.Key)
+	b = AppendJSONString(b, r.Key)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(r.Status), 10)
 	b = append(b, `,"reason":`...)
-	b = appendJSONString(b, r.Reason)
+	b = AppendJSONString(b, r.Reason)
 	b = append(b, `,"actor":`...)
-	b = appendJSONString(b, r.Actor)
+	b = AppendJSONString(b, r.Actor)
 	b = append(b, `,"suppressed":`...)
 	b = strconv.AppendInt(b, int64(r.Suppressed), 10)
 	return append(b, '}'), nil
 }
 
+// AppendJSONTime appends t quoted as time.Time's MarshalJSON writes it;
+// ok false (b unchanged) where MarshalJSON fails: a year outside 0-9999 or
+// a zone offset of 24 h or more.
+func AppendJSONTime(b []byte, t time.Time) (_ []byte, ok bool) {
+	out, err := t.AppendText(append(b, '"'))
+	if err != nil {
+		return b, false
+	}
+	return append(out, '"'), true
+}
+
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString quotes s the way encoding/json does by default: HTML
+// AppendJSONString appends s quoted the way encoding/json does by default: HTML
 // characters and U+2028/U+2029 escaped, invalid UTF-8 as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -58,11 +60,27 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Watermarks{kv: marks}, &AppliedKeys{kv: applied}, nil
+	nc := j.Conn()
+	return &Watermarks{kv: marks, nc: nc, pre: kvSubjectPrefix(BucketMarks)},
+		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied)}, nil
 }
 
+// kvSubjectPrefix is where a bucket's keys are written (no JetStream
+// domain: hookgate has none).
+func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
+
 // Watermarks is the WATERMARKS bucket. Safe for concurrent use.
-type Watermarks struct{ kv js.KeyValue }
+//
+// Reads go through nats.go's KeyValue; writes are plain stored publishes
+// to the bucket's subjects (what KeyValue.Create/Update send), made by
+// storeMsg: keys are hookgate's own encoded tokens, so nats.go's key
+// validation is not needed, and its decoding of the answer was most of a
+// write's client-side cost.
+type Watermarks struct {
+	kv  js.KeyValue
+	nc  *nats.Conn
+	pre string
+}
 
 // Get implements consumer.Watermarks.
 func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
@@ -83,24 +101,32 @@ func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64
 // Put implements consumer.Watermarks: Create when rev is 0, else Update
 // (compare-and-set); a lost race is consumer.ErrConflict.
 func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
-	b, err := json.Marshal(m)
+	b, err := appendMark(make([]byte, 0, 256), m)
 	if err != nil {
 		return 0, err
 	}
-	var n uint64
-	if rev == 0 {
+	h := nats.Header{js.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)}}
+	ack, err := storeMsg(ctx, w.nc, &nats.Msg{Subject: w.pre + key, Header: h, Data: b})
+	n := ack.Seq
+	if rev == 0 && conflict(err) {
+		// hookgate never deletes a mark, but an operator can: Get then
+		// reports none, and only KeyValue.Create writes over the delete
+		// marker that a create at revision 0 runs into.
 		n, err = w.kv.Create(ctx, key, b)
-	} else {
-		n, err = w.kv.Update(ctx, key, b, rev)
 	}
 	switch {
 	case err == nil:
 		return n, nil
-	case errors.Is(err, js.ErrKeyExists), errors.Is(err, js.ErrKeyRevisionMismatch),
-		apiCode(err) == codeWrongLastSequence, apiCode(err) == codeWrongLastSeqConstant:
+	case conflict(err), errors.Is(err, js.ErrKeyExists):
 		return 0, fmt.Errorf("put watermark %s: %w", key, consumer.ErrConflict)
 	}
 	return 0, classify("put watermark "+key, err)
+}
+
+// conflict: a compare-and-set found another revision.
+func conflict(err error) bool {
+	c := apiCode(err)
+	return c == codeWrongLastSequence || c == codeWrongLastSeqConstant
 }
 
 // Count returns how many subjects have a watermark.
@@ -114,7 +140,12 @@ func (w *Watermarks) Count(ctx context.Context) (uint64, error) {
 
 // AppliedKeys is the APPLIED bucket: one entry per applied key, expiring
 // after the horizon. Safe for concurrent use.
-type AppliedKeys struct{ kv js.KeyValue }
+// Like Watermarks, it writes with storeMsg.
+type AppliedKeys struct {
+	kv  js.KeyValue
+	nc  *nats.Conn
+	pre string
+}
 
 // appliedKVKey maps an idempotency key (any printable ASCII) to a KV key.
 func appliedKVKey(key string) string {
@@ -136,7 +167,7 @@ func (a *AppliedKeys) Seen(ctx context.Context, key string) (bool, error) {
 
 // Remember implements consumer.AppliedKeys.
 func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
-	if _, err := a.kv.Put(ctx, appliedKVKey(key), []byte(key)); err != nil {
+	if _, err := storeMsg(ctx, a.nc, &nats.Msg{Subject: a.pre + appliedKVKey(key), Data: []byte(key)}); err != nil {
 		return classify("remember applied", err)
 	}
 	return nil

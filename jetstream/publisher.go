@@ -48,7 +48,7 @@ type PublishResult struct {
 //
 // Safe for concurrent use.
 type Publisher struct {
-	js      js.JetStream
+	nc      *nats.Conn
 	timeout time.Duration
 }
 
@@ -58,7 +58,7 @@ func NewPublisher(c *Conn, timeout time.Duration) *Publisher {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &Publisher{js: c.JS, timeout: timeout}
+	return &Publisher{nc: c.NC, timeout: timeout}
 }
 
 // Publish stores m unless its key was stored within the horizon. It
@@ -108,12 +108,14 @@ func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Body}, js.WithMsgID(m.Key))
+	h := m.Header
+	if h == nil {
+		h = nats.Header{}
+	}
+	h[js.MsgIDHeader] = []string{m.Key}
+	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body})
 	if err != nil {
 		return PublishResult{}, classify("publish "+m.Subject, err)
 	}
-	if ack.Duplicate {
-		return PublishResult{Duplicate: true, Seq: ack.Sequence}, nil
-	}
-	return PublishResult{Seq: ack.Sequence}, nil
+	return PublishResult{Duplicate: ack.Duplicate, Seq: ack.Seq}, nil
 }

@@ -1,0 +1,118 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// natsGoPubAck decodes an answer the way nats.go 1.55's jetstream
+// publishMsg does (publish.go), for comparison.
+func natsGoPubAck(data []byte) (pubAck, error) {
+	var resp struct {
+		Type  string       `json:"type"`
+		Error *js.APIError `json:"error,omitempty"`
+		*js.PubAck
+	}
+	if err := json.Unmarshal(data, &resp); err != nil {
+		return pubAck{}, js.ErrInvalidJSAck
+	}
+	if resp.Error != nil {
+		return pubAck{}, resp.Error
+	}
+	if resp.PubAck == nil || resp.Stream == "" {
+		return pubAck{}, js.ErrInvalidJSAck
+	}
+	return pubAck{Stream: resp.Stream, Seq: resp.Sequence, Duplicate: resp.Duplicate}, nil
+}
+
+func FuzzParsePubAck(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":"WEBHOOKS","seq":12}`,
+		`{"stream":"WEBHOOKS","seq":12,"duplicate": true}`,
+		`{"stream":"W","domain":"hub","seq":18446744073709551615}`,
+		`{"stream":"W","seq":18446744073709551616}`,
+		`{"stream":"W","seq":007}`,
+		`{"stream":"W","seq":1e3}`,
+		`{"stream":"W","seq":-1}`,
+		`{"stream":"W","seq":1,"batch":"b","count":2}`,
+		`{"stream":"W","seq":1,"val":"5"}`,
+		`{"stream":"W","seq":1,"duplicate":false,"duplicate":true}`,
+		`{"stream":"W\u0041","seq":1}`,
+		`{"Stream":"W","SEQ":1}`,
+		`{"stream":"","seq":1}`,
+		`{"stream":"W","seq":1,}`,
+		`{"stream":"W","seq":1} x`,
+		` { "stream" : "W" , "seq" : 2 , "duplicate" : null } `,
+		`{"error":{"code":503,"err_code":10077,"description":"maximum bytes exceeded"},"stream":"W"}`,
+		`{"type":"io.nats.jetstream.api.v1.pub_ack","stream":"W","seq":3}`,
+		`null`, ``, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := parsePubAck(data)
+		want, wantErr := natsGoPubAck(data)
+		if got != want {
+			t.Fatalf("%q: got %+v, nats.go %+v", data, got, want)
+		}
+		var apiErr, wantAPIErr *js.APIError
+		switch {
+		case wantErr == nil:
+			if err != nil {
+				t.Fatalf("%q: err %v, nats.go none", data, err)
+			}
+		case errors.As(wantErr, &wantAPIErr):
+			if !errors.As(err, &apiErr) || *apiErr != *wantAPIErr {
+				t.Fatalf("%q: err %v, nats.go %v", data, err, wantErr)
+			}
+		case !errors.Is(err, wantErr):
+			t.Fatalf("%q: err %v, nats.go %v", data, err, wantErr)
+		}
+	})
+}
+
+// The scanner is worth having only if the server's real answers take it.
+func TestServerAnswersTakeTheFastPath(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	ctx := context.Background()
+	send := func(h nats.Header) []byte {
+		t.Helper()
+		resp, err := c.NC.RequestMsgWithContext(ctx, &nats.Msg{Subject: "webhooks.test.default", Header: h, Data: []byte("{}")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Data
+	}
+	id := func() nats.Header { return nats.Header{js.MsgIDHeader: []string{"fast-path"}} }
+	for _, tc := range []struct {
+		name   string
+		answer []byte
+		want   pubAck
+	}{
+		{"stored", send(id()), pubAck{Stream: StreamWebhooks, Seq: 1}},
+		{"duplicate", send(id()), pubAck{Stream: StreamWebhooks, Seq: 1, Duplicate: true}},
+		{"no id", send(nil), pubAck{Stream: StreamWebhooks, Seq: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := scanPubAck(tc.answer)
+			if !ok || got != tc.want {
+				t.Fatalf("scanPubAck(%s) = %+v, %v; want %+v, true", tc.answer, got, ok, tc.want)
+			}
+		})
+	}
+	// An error answer keeps its API error code for classify.
+	h := nats.Header{js.ExpectedLastSeqHeader: []string{"99"}}
+	resp, err := c.NC.RequestMsgWithContext(ctx, &nats.Msg{Subject: "webhooks.test.default", Header: h, Data: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parsePubAck(resp.Data); apiCode(err) != 10071 {
+		t.Fatalf("error answer %s: got %v (code %d), want code 10071", resp.Data, err, apiCode(err))
+	}
+}
