@@ -22,6 +22,9 @@ type pubAck struct {
 // No-responders retries, as nats.go's jetstream publish does them: a stream
 // whose leader is moving answers nothing for a moment.
 const (
+	// storeTimeout is nats.go's default API timeout, for writes whose
+	// caller set no deadline.
+	storeTimeout         = 5 * time.Second
 	noRespondersWait     = 250 * time.Millisecond
 	noRespondersAttempts = 2
 )
@@ -34,7 +37,16 @@ const (
 // and the reflection-based decoding of the answer plus the KV key
 // validation were a tenth of the consumer's CPU per event
 // (BenchmarkConsumerDrain profile).
-func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg) (pubAck, error) {
+//
+// timeout bounds the wait when ctx has no deadline of its own (nats.go
+// uses its 5 s API timeout there): an answer lost in a leader change must
+// not hold the caller forever.
+func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (pubAck, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	resp, err := nc.RequestMsgWithContext(ctx, m)
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < noRespondersAttempts; r++ {
 		select {

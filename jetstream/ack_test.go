@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/hookgate/hookgate/consumer"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
@@ -114,5 +116,43 @@ func TestServerAnswersTakeTheFastPath(t *testing.T) {
 	}
 	if _, err := parsePubAck(resp.Data); apiCode(err) != 10071 {
 		t.Fatalf("error answer %s: got %v (code %d), want code 10071", resp.Data, err, apiCode(err))
+	}
+}
+
+// A write whose answer never comes (lost in a leader change) must end,
+// even when the caller's ctx has no deadline: the consumer passes such
+// contexts, and a hang there stalls its lane for good.
+func TestWritesWithoutDeadlineEnd(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	// A subscriber that never answers stands in for a stream whose answer
+	// was lost.
+	sub, err := c.NC.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	const bound = 300 * time.Millisecond
+	marks := &Watermarks{nc: c.NC, pre: "silent.marks.", timeout: bound}
+	applied := &AppliedKeys{nc: c.NC, pre: "silent.applied.", timeout: bound}
+	for name, write := range map[string]func() error{
+		"Watermarks.Put": func() error {
+			_, err := marks.Put(context.Background(), "p.a.s", consumer.Mark{At: time.Unix(1, 0).UTC()}, 3)
+			return err
+		},
+		"AppliedKeys.Remember": func() error { return applied.Remember(context.Background(), "p:a:evt:1") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { done <- write() }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("err %v, want ErrUnavailable", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the write was still waiting for an answer after 30s")
+			}
+		})
 	}
 }

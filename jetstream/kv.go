@@ -61,8 +61,8 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 		return nil, nil, err
 	}
 	nc := j.Conn()
-	return &Watermarks{kv: marks, nc: nc, pre: kvSubjectPrefix(BucketMarks)},
-		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied)}, nil
+	return &Watermarks{kv: marks, nc: nc, pre: kvSubjectPrefix(BucketMarks), timeout: storeTimeout},
+		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
 }
 
 // kvSubjectPrefix is where a bucket's keys are written (no JetStream
@@ -77,9 +77,10 @@ func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
 // validation is not needed, and its decoding of the answer was most of a
 // write's client-side cost.
 type Watermarks struct {
-	kv  js.KeyValue
-	nc  *nats.Conn
-	pre string
+	kv      js.KeyValue
+	nc      *nats.Conn
+	pre     string
+	timeout time.Duration // a write's bound when ctx has no deadline
 }
 
 // Get implements consumer.Watermarks.
@@ -106,7 +107,7 @@ func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev u
 		return 0, err
 	}
 	h := nats.Header{js.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)}}
-	ack, err := storeMsg(ctx, w.nc, &nats.Msg{Subject: w.pre + key, Header: h, Data: b})
+	ack, err := storeMsg(ctx, w.nc, &nats.Msg{Subject: w.pre + key, Header: h, Data: b}, w.timeout)
 	n := ack.Seq
 	if rev == 0 && conflict(err) {
 		// hookgate never deletes a mark, but an operator can: Get then
@@ -142,9 +143,10 @@ func (w *Watermarks) Count(ctx context.Context) (uint64, error) {
 // after the horizon. Safe for concurrent use.
 // Like Watermarks, it writes with storeMsg.
 type AppliedKeys struct {
-	kv  js.KeyValue
-	nc  *nats.Conn
-	pre string
+	kv      js.KeyValue
+	nc      *nats.Conn
+	pre     string
+	timeout time.Duration // a write's bound when ctx has no deadline
 }
 
 // appliedKVKey maps an idempotency key (any printable ASCII) to a KV key.
@@ -167,7 +169,7 @@ func (a *AppliedKeys) Seen(ctx context.Context, key string) (bool, error) {
 
 // Remember implements consumer.AppliedKeys.
 func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
-	if _, err := storeMsg(ctx, a.nc, &nats.Msg{Subject: a.pre + appliedKVKey(key), Data: []byte(key)}); err != nil {
+	if _, err := storeMsg(ctx, a.nc, &nats.Msg{Subject: a.pre + appliedKVKey(key), Data: []byte(key)}, a.timeout); err != nil {
 		return classify("remember applied", err)
 	}
 	return nil

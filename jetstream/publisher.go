@@ -113,7 +113,7 @@ func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, 
 		h = nats.Header{}
 	}
 	h[js.MsgIDHeader] = []string{m.Key}
-	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body})
+	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body}, p.timeout)
 	if err != nil {
 		return PublishResult{}, classify("publish "+m.Subject, err)
 	}
