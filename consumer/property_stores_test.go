@@ -1,0 +1,176 @@
+package consumer_test
+
+// The ports TestProcessorProperty runs the processor on: GRANTS and DLQ
+// recorders, and stores that let the world watch and interleave calls.
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+)
+
+// grantsRecorder is GRANTS: every call counted, the content deduplicated
+// by key as the stream does by Nats-Msg-Id.
+type grantsRecorder struct{ w *world }
+
+func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _ http.Header, _ []byte) (uint64, error) {
+	w := g.w
+	s := w.specs[key]
+	mk := s.markKey()
+	w.enter(mk, key)
+	defer w.leave(mk)
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clock++
+	w.calls[key]++
+	d := w.dels[deliveryOf(ctx)]
+	// A second publication of a key is legitimate only as the rerun of a
+	// delivery that crashed after its effects (GRANTS deduplicates it).
+	if reruns := w.crashedAfterEffects(key); w.calls[key] > 1+reruns && !w.tolerated(knownNoneRerun, d) {
+		w.violatef("%s published %d times with %d crashes after its effects", key, w.calls[key], reruns)
+	}
+	if _, ok := w.published[key]; ok {
+		return uint64(w.published[key]), nil
+	}
+	// Effects are emitted in watermark order: nothing older than what
+	// GRANTS already has for the subject.
+	if s.provider == provWatermark {
+		for k := range w.published {
+			if o := w.specs[k]; o.markKey() == mk && o.at.After(s.at) && !w.inDoubtNewer(o) {
+				w.violatef("%s (%s) published after %s (%s) of the same subject: not in watermark order", key, fmtAt(s), k, fmtAt(o))
+			}
+		}
+	}
+	w.published[key] = w.clock
+	return uint64(w.clock), nil
+}
+
+type letterRecorder struct{ w *world }
+
+func (l letterRecorder) DeadLetter(ctx context.Context, ev consumer.Event, reason string, deliveries int) (uint64, error) {
+	w := l.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.letters[ev.Key]++
+	if d := w.dels[deliveryOf(ctx)]; d != nil && deliveries != d.msg.deliveries {
+		w.violatef("%s dead-lettered with deliveries %d, delivery was %d", ev.Key, deliveries, d.msg.deliveries)
+	}
+	return uint64(w.letters[ev.Key]), nil
+}
+
+type nopAuditor struct{}
+
+func (nopAuditor) Record(event.AuditRecord) {}
+
+// pause delays the delivery's next store call as drawn.
+func (w *world) pause(ctx context.Context) {
+	w.mu.Lock()
+	var p time.Duration
+	if d := w.dels[deliveryOf(ctx)]; d != nil && len(d.pauses) > 0 {
+		p, d.pauses = d.pauses[0], d.pauses[1:]
+	}
+	w.mu.Unlock()
+	if p > 0 {
+		time.Sleep(p)
+	}
+}
+
+// observedMarks lets the world see which delivery read which mark, and
+// interleave racing deliveries.
+type observedMarks struct{ w *world }
+
+func (o observedMarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
+	o.w.pause(ctx)
+	m, rev, err := o.w.marks.Get(ctx, key)
+	if err == nil {
+		o.w.mu.Lock()
+		if d := o.w.dels[deliveryOf(ctx)]; d != nil {
+			d.read = &m
+		}
+		o.w.mu.Unlock()
+	}
+	return m, rev, err
+}
+
+func (o observedMarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
+	o.w.pause(ctx)
+	// A delivery that claims on a mark it did not read in this delivery
+	// (the processor's cache) decided on the mark this compare-and-set
+	// replaces: record that one when the write succeeds.
+	prev, prevRev, perr := o.w.marks.Get(ctx, key)
+	n, err := o.w.marks.Put(ctx, key, m, rev)
+	if err == nil && perr == nil && prevRev == rev {
+		o.w.mu.Lock()
+		if d := o.w.dels[deliveryOf(ctx)]; d != nil && d.read == nil {
+			d.read = &prev
+		}
+		o.w.mu.Unlock()
+	}
+	return n, err
+}
+
+// observedApplied interleaves racing deliveries' APPLIED calls.
+type observedApplied struct{ w *world }
+
+func (o observedApplied) Seen(ctx context.Context, key string) (bool, error) {
+	o.w.pause(ctx)
+	return o.w.applied.Seen(ctx, key)
+}
+
+func (o observedApplied) Remember(ctx context.Context, key string) error {
+	o.w.pause(ctx)
+	return o.w.applied.Remember(ctx, key)
+}
+
+// observePut runs under the store's lock for every successful Put, in
+// revision order: the watermark never moves backwards, at one instant keys
+// are only added, and nobody takes a lease another owner still holds.
+func (w *world) observePut(ctx context.Context, key string, prev, next consumer.Mark) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if d := w.dels[deliveryOf(ctx)]; d != nil {
+		d.wrote = &next
+	}
+	w.committed[key] = next
+	switch {
+	case next.At.Before(prev.At):
+		w.violatef("watermark %s moved backwards: %s -> %s", key, fmtMark(prev), fmtMark(next))
+	case next.At.Equal(prev.At):
+		for _, k := range prev.Keys {
+			if !slices.Contains(next.Keys, k) {
+				w.violatef("watermark %s dropped %s at the same instant: %s -> %s", key, k, fmtMark(prev), fmtMark(next))
+			}
+		}
+	}
+	if l, p := next.Lease, prev.Lease; l != nil && p != nil && l.Owner != p.Owner && time.Now().Before(p.Until) {
+		w.violatef("watermark %s: %s took the lease %s holds until %s", key, l.Owner, p.Owner, p.Until.Format(time.TimeOnly))
+	}
+}
+
+// fakeDelivery is the ack handle: it counts, so checkDecision can hold
+// each outcome to exactly one ack (or one nak, or neither for a crash).
+type fakeDelivery struct {
+	w *world
+	d *delivery
+}
+
+func (f fakeDelivery) Ack(context.Context) error {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	f.d.acks++
+	return nil
+}
+
+func (f fakeDelivery) NakWithDelay(time.Duration) error {
+	f.w.mu.Lock()
+	defer f.w.mu.Unlock()
+	f.d.naks++
+	return nil
+}
+
+func (f fakeDelivery) InProgress() error { return nil }

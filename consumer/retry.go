@@ -1,0 +1,85 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+)
+
+// failed handles an effect error: dead-letter when permanent or out of
+// attempts, else retry after backoff.
+func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
+	if errors.Is(err, ErrPermanent) || m.Deliveries >= p.opts.MaxDeliver {
+		return p.deadLetter(ctx, m, err.Error())
+	}
+	return p.retry(m, err, true)
+}
+
+func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
+	if !counted {
+		// Infrastructure trouble: Process tries again in place first.
+		p.log.Warn("event not decided yet", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+			slog.Int("deliveries", m.Deliveries), slog.String("error", err.Error()))
+		return Outcome{Decision: Retry, Reason: err.Error(), transient: true}
+	}
+	d := p.backoff(m.Deliveries)
+	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+		slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
+	p.nak(m, d)
+	return Outcome{Decision: Retry, Reason: err.Error()}
+}
+
+func (p *Processor) nak(m *Message, d time.Duration) {
+	if err := m.Delivery.NakWithDelay(d); err != nil {
+		p.log.Warn("nak failed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
+}
+
+// backoff is the delay before the retry after attempt n (1-based), with
+// +-20% jitter so a burst of failures does not come back in lockstep.
+func (p *Processor) backoff(n int) time.Duration {
+	i := n - 1
+	if i >= len(p.opts.Backoff) {
+		i = len(p.opts.Backoff) - 1
+	}
+	if i < 0 {
+		i = 0
+	}
+	d := p.opts.Backoff[i]
+	j := time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	if j <= 0 {
+		j = d
+	}
+	return j
+}
+
+func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string) Outcome {
+	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
+		return p.retry(m, fmt.Errorf("dead-letter: %w", err), false)
+	}
+	p.record(m.Event, event.DecisionDeadLettered, reason)
+	return p.ack(ctx, m, Outcome{Decision: DeadLettered, Reason: reason})
+}
+
+func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
+	// Logged before the ack, so whoever sees the ack sees the line too.
+	// A dead letter needs an operator; the other decisions are routine and
+	// in AUDIT, so they are debug (see config.Log).
+	level := slog.LevelDebug
+	if out.Decision == DeadLettered {
+		level = slog.LevelWarn
+	}
+	p.log.LogAttrs(ctx, level, "event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
+		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
+		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
+	if err := m.Delivery.Ack(ctx); err != nil {
+		// Redelivery will find the key applied (or the event stale).
+		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
+	return out
+}
