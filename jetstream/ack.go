@@ -38,22 +38,38 @@ const (
 // validation were a tenth of the consumer's CPU per event
 // (BenchmarkConsumerDrain profile).
 //
-// timeout bounds the wait when ctx has no deadline of its own (nats.go
-// uses its 5 s API timeout there): an answer lost in a leader change must
-// not hold the caller forever.
+// timeout bounds the wait (with its retries) besides ctx: an answer lost
+// in a leader change must not hold a caller whose ctx has no deadline
+// forever (nats.go bounds those by its 5 s API timeout).
 func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (pubAck, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+	var request func() (*nats.Msg, error)
+	if ctx.Done() == nil {
+		// A ctx that can never end (the gateway's and the consumer's are
+		// WithoutCancel): nats.go's timed request, on a pooled timer, is
+		// cheaper than a context per call.
+		end := time.Now().Add(timeout)
+		request = func() (*nats.Msg, error) {
+			left := time.Until(end)
+			if left <= 0 {
+				return nil, nats.ErrTimeout
+			}
+			return nc.RequestMsg(m, left)
+		}
+	} else {
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		request = func() (*nats.Msg, error) { return nc.RequestMsgWithContext(ctx, m) }
 	}
-	resp, err := nc.RequestMsgWithContext(ctx, m)
+	resp, err := request()
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < noRespondersAttempts; r++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(noRespondersWait):
 		}
-		resp, err = nc.RequestMsgWithContext(ctx, m)
+		resp, err = request()
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return pubAck{}, js.ErrNoStreamResponse

@@ -135,24 +135,35 @@ func TestWritesWithoutDeadlineEnd(t *testing.T) {
 	const bound = 300 * time.Millisecond
 	marks := &Watermarks{nc: c.NC, pre: "silent.marks.", timeout: bound}
 	applied := &AppliedKeys{nc: c.NC, pre: "silent.applied.", timeout: bound}
-	for name, write := range map[string]func() error{
-		"Watermarks.Put": func() error {
-			_, err := marks.Put(context.Background(), "p.a.s", consumer.Mark{At: time.Unix(1, 0).UTC()}, 3)
+	pub := &Publisher{nc: c.NC, timeout: bound}
+	writes := map[string]func(context.Context) error{
+		"Watermarks.Put": func(ctx context.Context) error {
+			_, err := marks.Put(ctx, "p.a.s", consumer.Mark{At: time.Unix(1, 0).UTC()}, 3)
 			return err
 		},
-		"AppliedKeys.Remember": func() error { return applied.Remember(context.Background(), "p:a:evt:1") },
-	} {
-		t.Run(name, func(t *testing.T) {
-			done := make(chan error, 1)
-			go func() { done <- write() }()
-			select {
-			case err := <-done:
-				if !errors.Is(err, ErrUnavailable) {
-					t.Fatalf("err %v, want ErrUnavailable", err)
+		"AppliedKeys.Remember": func(ctx context.Context) error { return applied.Remember(ctx, "p:a:evt:1") },
+		"Publisher.Publish (deadline on the message)": func(ctx context.Context) error {
+			_, err := pub.Publish(ctx, Message{Subject: "silent.webhooks", Key: "k", Deadline: time.Now().Add(2 * bound)})
+			return err
+		},
+	}
+	// Two kinds of ctx without a deadline take two paths in storeMsg.
+	cancellable, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for ctxName, ctx := range map[string]context.Context{"never ends": context.WithoutCancel(cancellable), "cancellable": cancellable} {
+		for name, write := range writes {
+			t.Run(ctxName+"/"+name, func(t *testing.T) {
+				done := make(chan error, 1)
+				go func() { done <- write(ctx) }()
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrUnavailable) {
+						t.Fatalf("err %v, want ErrUnavailable", err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the write was still waiting for an answer after 30s")
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the write was still waiting for an answer after 30s")
-			}
-		})
+			})
+		}
 	}
 }

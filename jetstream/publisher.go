@@ -106,14 +106,12 @@ func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, 
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, time.Until(m.Deadline))
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	h := m.Header
 	if h == nil {
 		h = nats.Header{}
 	}
 	h[js.MsgIDHeader] = []string{m.Key}
-	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body}, p.timeout)
+	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body}, timeout)
 	if err != nil {
 		return PublishResult{}, classify("publish "+m.Subject, err)
 	}
