@@ -80,7 +80,7 @@ type Watermarks struct {
 	kv      js.KeyValue
 	nc      *nats.Conn
 	pre     string
-	timeout time.Duration // a write's bound when ctx has no deadline
+	timeout time.Duration // bounds each write, besides ctx
 }
 
 // Get implements consumer.Watermarks.
@@ -146,7 +146,7 @@ type AppliedKeys struct {
 	kv      js.KeyValue
 	nc      *nats.Conn
 	pre     string
-	timeout time.Duration // a write's bound when ctx has no deadline
+	timeout time.Duration // bounds each write, besides ctx
 }
 
 // appliedKVKey maps an idempotency key (any printable ASCII) to a KV key.
