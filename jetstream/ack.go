@@ -19,12 +19,12 @@ type pubAck struct {
 	Duplicate bool
 }
 
+// storeTimeout bounds a KV write, as nats.go's default API timeout did.
+const storeTimeout = 5 * time.Second
+
 // No-responders retries, as nats.go's jetstream publish does them: a stream
 // whose leader is moving answers nothing for a moment.
 const (
-	// storeTimeout is nats.go's default API timeout, for writes whose
-	// caller set no deadline.
-	storeTimeout         = 5 * time.Second
 	noRespondersWait     = 250 * time.Millisecond
 	noRespondersAttempts = 2
 )

@@ -153,16 +153,7 @@ func TestWritesWithoutDeadlineEnd(t *testing.T) {
 	for ctxName, ctx := range map[string]context.Context{"never ends": context.WithoutCancel(cancellable), "cancellable": cancellable} {
 		for name, write := range writes {
 			t.Run(ctxName+"/"+name, func(t *testing.T) {
-				done := make(chan error, 1)
-				go func() { done <- write(ctx) }()
-				select {
-				case err := <-done:
-					if !errors.Is(err, ErrUnavailable) {
-						t.Fatalf("err %v, want ErrUnavailable", err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("the write was still waiting for an answer after 30s")
-				}
+				endsUnavailable(t, "the write was still waiting for an answer after 30s", func() error { return write(ctx) })
 			})
 		}
 	}

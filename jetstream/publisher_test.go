@@ -254,18 +254,26 @@ func TestPublishDeadlineBoundsRetries(t *testing.T) {
 	m := msg("test:default:evt:deadline")
 	m.Subject = "nostream.test"
 	m.Deadline = time.Now().Add(300 * time.Millisecond)
-	done := make(chan error, 1)
-	go func() {
+	endsUnavailable(t, "Publish kept retrying past its Deadline", func() error {
 		_, err := p.Publish(context.Background(), m)
-		done <- err
-	}()
+		return err
+	})
+}
+
+// endsUnavailable runs write and fails the test unless it returns
+// ErrUnavailable; hang says what it means that it is still running after
+// 30 s (the tests' hang detector, not a timing assertion).
+func endsUnavailable(t *testing.T, hang string, write func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- write() }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("err = %v, want ErrUnavailable", err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("Publish kept retrying past its Deadline")
+		t.Fatal(hang)
 	}
 }
 
