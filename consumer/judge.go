@@ -29,7 +29,7 @@ func (p *Processor) Judge(ctx context.Context, ev Event, horizon time.Duration) 
 	if !ok {
 		return Outcome{Decision: DeadLettered, Reason: "no rule for provider " + ev.Provider}, nil
 	}
-	seen, err := p.applied.Seen(ctx, ev.Key)
+	seen, err := p.seen(ctx, ev)
 	if err != nil {
 		return Outcome{}, err
 	}

@@ -51,6 +51,14 @@ type Grants interface {
 	PublishGrant(ctx context.Context, subject, key string, header http.Header, body []byte) (uint64, error)
 }
 
+// GrantsIndex finds applied events in GRANTS. A rule's Grants that
+// implements it can serve as the rule's applied-key memory (see memory.go).
+type GrantsIndex interface {
+	// HasGrant reports whether subject holds a message with Nats-Msg-Id
+	// key, stored at or after since (zero: at any time).
+	HasGrant(ctx context.Context, subject, key string, since time.Time) (bool, error)
+}
+
 // DeadLetters stores an event that will not be applied, with the reason.
 type DeadLetters interface {
 	DeadLetter(ctx context.Context, ev Event, reason string, deliveries int) (uint64, error)

@@ -61,6 +61,9 @@ type Processor struct {
 	rules   map[string]Rule
 	marks   Watermarks
 	applied AppliedKeys
+	// memory holds the rules that remember applied keys in GRANTS
+	// rather than APPLIED, by provider (see memory.go).
+	memory  map[string]*grantsMemory
 	dlq     DeadLetters
 	audit   Auditor
 	log     *slog.Logger
@@ -104,7 +107,13 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 	if o.InDoubtWait <= 0 {
 		o.InDoubtWait = o.LeaseTTL
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16)}
+	memory := map[string]*grantsMemory{}
+	for name, r := range rules {
+		if gm := grantsMemoryOf(r); gm != nil {
+			memory[name] = gm
+		}
+	}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -115,13 +124,16 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 //     compare-and-set check it). Not newer than the mark: APPLIED says
 //     already-applied (after settling a commit its holder did not finish,
 //     see settleOwn); else older -> stale, ack. Without ordering, APPLIED
-//     is read first.
+//     is read first. ("APPLIED": the rule's applied-key memory, see
+//     memory.go.)
 //  2. wait for another holder's live lease; hand back an event whose
 //     subject is in doubt.
 //  3. claim the mark's lease by compare-and-set.
 //  4. effects: forward (Idempotency-Key = key), then publish to GRANTS
 //     (Nats-Msg-Id = key, deduplicated over the horizon).
-//  5. remember the key in APPLIED.
+//  5. remember the key in APPLIED; a watermark rule that publishes per
+//     subject skips this, its GRANTS message of step 4 is the record
+//     (memory.go).
 //  6. commit the mark (new time, keys at that time, lease cleared) by
 //     CAS, then ack.
 //
@@ -189,7 +201,7 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 // or (its holder stopped between remembering and committing) settled now.
 // done is false when the key is not there.
 func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
-	seen, err := p.applied.Seen(ctx, m.Event.Key)
+	seen, err := p.seen(ctx, m.Event)
 	if err != nil {
 		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false), true
 	}
@@ -295,7 +307,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// check above ran before we held the subject: another instance
 		// may have applied this key while we waited. Check again, now
 		// that the lease serializes us.
-		seen, err := p.applied.Seen(ctx, ev.Key)
+		seen, err := p.seen(ctx, ev)
 		if err != nil || seen {
 			released := mark
 			released.Lease = nil
@@ -314,7 +326,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// A holder before us, for this same key, may have run the effects
 		// and remembered the key, then stopped before committing. Then
 		// commit without running the effects again.
-		seen, err := p.applied.Seen(ctx, ev.Key)
+		seen, err := p.seen(ctx, ev)
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 		}
@@ -343,7 +355,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// (a late redelivery is already-applied, never stale), and under
 		// ordering none the next holder's re-check sees it. A crash between
 		// here and the commit is settled by the redelivery (settleOwn).
-		if err := p.applied.Remember(ctx, ev.Key); err != nil {
+		if err := p.remember(ctx, ev); err != nil {
 			return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
 		}
 		if p.crashAt(stepAfterRemember, m.Event.Key) {
@@ -420,7 +432,7 @@ func (p *Processor) judge(ctx context.Context, m *Message, mark Mark) (Outcome, 
 	case ev.OccurredAt.Equal(mark.At):
 		if slices.Contains(mark.Keys, ev.Key) {
 			// The mark moved but the crash came before APPLIED was written.
-			if err := p.applied.Remember(ctx, ev.Key); err != nil {
+			if err := p.remember(ctx, ev); err != nil {
 				return p.retry(m, fmt.Errorf("remember applied key: %w", err), false), true
 			}
 			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
@@ -502,7 +514,7 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error
 }
 
 func (p *Processor) finish(ctx context.Context, m *Message) Outcome {
-	if err := p.applied.Remember(ctx, m.Event.Key); err != nil {
+	if err := p.remember(ctx, m.Event); err != nil {
 		return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
 	}
 	return p.finishRemembered(ctx, m)

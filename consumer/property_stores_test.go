@@ -7,6 +7,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -48,6 +49,27 @@ func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _
 	}
 	w.published[key] = w.clock
 	return uint64(w.clock), nil
+}
+
+// grantsIndexed is grantsRecorder that also says which keys GRANTS holds,
+// as jetstream.Effects does: the watermark rule then remembers applied
+// keys there.
+type grantsIndexed struct{ grantsRecorder }
+
+func (g grantsIndexed) HasGrant(ctx context.Context, subject, key string, _ time.Time) (bool, error) {
+	w := g.w
+	w.pause(ctx)
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.specs[key]
+	_, ok := w.published[key]
+	if want := "grants." + s.provider + "." + s.subject + "."; ok && !strings.HasPrefix(subject, want) {
+		w.violatef("%s looked up on %s, published on %s...", key, subject, want)
+	}
+	return ok, nil
 }
 
 type letterRecorder struct{ w *world }

@@ -30,10 +30,21 @@ import (
 // is time.Now inside the bubble) and the ticker they poll a foreign lease
 // with are both virtual, so a crashed instance's lease expires as soon as
 // everyone else is waiting for it, without sleeping.
+//
+// It runs twice: with the watermark rule remembering applied keys in
+// APPLIED, and (GrantsMemory) by its GRANTS messages, as a rule that
+// publishes per subject does (see consumer/memory.go); the ordering-none
+// rule uses APPLIED in both.
 func TestProcessorProperty(t *testing.T) {
+	for _, grantsMemory := range []bool{false, true} {
+		t.Run(fmt.Sprintf("GrantsMemory=%v", grantsMemory), func(t *testing.T) { runProperty(t, grantsMemory) })
+	}
+}
+
+func runProperty(t *testing.T, grantsMemory bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
-			w := newWorld(rt)
+			w := newWorld(rt, grantsMemory)
 			rt.Repeat(map[string]func(*rapid.T){
 				"deliver":   w.actDeliver,
 				"race":      w.actRace,
@@ -158,6 +169,10 @@ type world struct {
 	nextSeq uint64
 	trace   []string
 
+	// grantsMemory: the watermark rule's GRANTS answers HasGrant, so the
+	// processor remembers its applied keys there instead of in APPLIED.
+	grantsMemory bool
+
 	mu         sync.Mutex
 	clock      int // orders observations
 	nextID     int
@@ -175,9 +190,10 @@ type world struct {
 	violations []string
 }
 
-func newWorld(rt *rapid.T) *world {
+func newWorld(rt *rapid.T, grantsMemory bool) *world {
 	w := &world{
-		specs: map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
+		grantsMemory: grantsMemory,
+		specs:        map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
 		dels: map[int]*delivery{}, running: map[string][]*delivery{}, inflight: map[string]int{},
 		attempts: map[string]int{}, calls: map[string]int{}, published: map[string]int{},
 		committed: map[string]consumer.Mark{}, crashes: map[string]map[string]int{},
@@ -234,13 +250,23 @@ func (w *world) enqueue(q queued) {
 
 func (w *world) newInstance(slot, gen int, owner string) *instance {
 	in := &instance{slot: slot, gen: gen, owner: owner}
+	var grants consumer.Grants = grantsRecorder{w}
+	if w.grantsMemory {
+		grants = grantsIndexed{grantsRecorder{w}}
+	}
 	effects := []consumer.Effect{
 		consumer.EffectFunc(w.forward),
-		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grantsRecorder{w}},
+		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
 	}
 	rules := map[string]consumer.Rule{
 		provWatermark: {Watermark: true, Effects: effects},
 		provNone:      {Watermark: false, Effects: effects},
+	}
+	if got := rules[provWatermark].AppliedInGrants(); got != w.grantsMemory {
+		panic(fmt.Sprintf("watermark rule AppliedInGrants = %v, want %v", got, w.grantsMemory))
+	}
+	if rules[provNone].AppliedInGrants() {
+		panic("an ordering-none rule must remember in APPLIED")
 	}
 	in.proc = consumer.NewProcessor(rules, observedMarks{w}, observedApplied{w}, letterRecorder{w}, nopAuditor{},
 		slog.New(slog.DiscardHandler), nil, consumer.Options{

@@ -26,11 +26,14 @@ var (
 // Effects publishes to GRANTS and DLQ. Safe for concurrent use.
 type Effects struct {
 	js  js.JetStream
+	nc  *nats.Conn
 	pub *Publisher
 }
 
 // NewEffects returns the GRANTS/DLQ publisher.
-func NewEffects(c *Conn) *Effects { return &Effects{js: c.JS, pub: NewPublisher(c, 5*time.Second)} }
+func NewEffects(c *Conn) *Effects {
+	return &Effects{js: c.JS, nc: c.JS.Conn(), pub: NewPublisher(c, 5*time.Second)}
+}
 
 // grantPublishLimit bounds the retries of one GRANTS publish: longer than
 // a stream leader election.

@@ -68,9 +68,13 @@ type Letter struct {
 	PreviousSeq uint64 // the DLQ letter this one replaced (0 if none)
 }
 
-// AppliedState is what APPLIED remembers about the key.
+// AppliedState is what the applied-key memory knows about the key.
 type AppliedState struct {
-	BucketExists bool
+	// In is where the key's provider remembers applied keys: BucketApplied,
+	// or StreamGrants for a rule whose GRANTS message is the record (see
+	// TraceQuery.AppliedInGrants).
+	In           string
+	BucketExists bool // APPLIED exists
 	Remembered   bool
 	Since        time.Time // when it was remembered; expires after the horizon
 }
@@ -131,11 +135,14 @@ type TraceQuery struct {
 	// grants.>. Narrow it (grants.<provider>.>) when the provider's publish
 	// template puts the provider there.
 	GrantsFilter string
+	// AppliedInGrants: the key's provider remembers applied keys by its
+	// GRANTS message, not in APPLIED (consumer.Rule.AppliedInGrants).
+	AppliedInGrants bool
 }
 
 // Trace collects everything known about q.Key: its WEBHOOKS messages,
-// AUDIT records, GRANTS messages, DLQ letters, whether APPLIED remembers
-// it and its subject's watermark. Each stream is read with an ordered
+// AUDIT records, GRANTS messages, DLQ letters, whether the applied-key
+// memory (APPLIED or GRANTS) remembers it and its subject's watermark. Each stream is read with an ordered
 // consumer under the narrowest subject filter the key allows (headers only
 // except AUDIT, whose records are bodies), up to its last sequence at the
 // time of the call. A missing stream or bucket is skipped and reported in
@@ -243,6 +250,13 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 		return TraceReport{}, err
 	}
 	r.Scans = scans
+	r.Applied.In = BucketApplied
+	if q.AppliedInGrants {
+		r.Applied.In, r.Applied.Remembered, r.Applied.Since = StreamGrants, len(r.Grants) > 0, time.Time{}
+		if len(r.Grants) > 0 {
+			r.Applied.Since = r.Grants[0].Time
+		}
+	}
 	if err := r.readWatermark(ctx, c); err != nil {
 		return TraceReport{}, err
 	}

@@ -108,7 +108,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	dlq_depth            letters in DLQ
 //	dlq_by_provider      {provider: letters}
 //	watermarks           subjects with a watermark (WATERMARKS values)
-//	applied_keys         keys APPLIED remembers (they expire after the horizon)
+//	applied_keys         keys APPLIED remembers (they expire after the horizon);
+//	                     a watermark rule publishing to a subject with
+//	                     {subject} remembers by its GRANTS messages instead
 //	dedup
 //	  horizon_seconds    dedup.horizon
 //	  since              now - horizon
@@ -255,7 +257,7 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 	for _, b := range st.Buckets {
 		what := "watermarks"
 		if b.Name == jetstream.BucketApplied {
-			what = "applied keys remembered"
+			what = "applied keys remembered (rules that do not remember by GRANTS)"
 		}
 		if !b.Exists {
 			fmt.Fprintf(tw, "%s\tmissing\n", b.Name)

@@ -54,7 +54,9 @@ func runTrace(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer sys.Close()
-	r, err := jetstream.Trace(ctx, sys.conn, jetstream.TraceQuery{Key: key, GrantsFilter: grantsFilter(cfg, provider)})
+	r, err := jetstream.Trace(ctx, sys.conn, jetstream.TraceQuery{
+		Key: key, GrantsFilter: grantsFilter(cfg, provider), AppliedInGrants: appliedInGrants(cfg, sys.conn, provider),
+	})
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
@@ -87,6 +89,13 @@ func grantsFilter(cfg *config.Config, provider string) string {
 	return ""
 }
 
+// appliedInGrants reports whether the provider's rule remembers applied
+// keys by its GRANTS messages (see consumer.Rule.AppliedInGrants).
+func appliedInGrants(cfg *config.Config, conn *jetstream.Conn, provider string) bool {
+	rules, err := consumerRules(cfg, jetstream.NewEffects(conn), nil)
+	return err == nil && rules[provider].AppliedInGrants()
+}
+
 // traceDoc is `hookgate trace KEY --json`, a stable document (fields are
 // added, never renamed or removed). It is printed even when nothing is
 // found (found: false; the command still exits 1). Times are RFC 3339 UTC.
@@ -105,8 +114,11 @@ func grantsFilter(cfg *config.Config, provider string) string {
 //	grants[]                 GRANTS messages: seq, subject, time
 //	dlq[]                    DLQ letters: seq, subject, time, reason,
 //	                         deliveries, stored_seq, previous_seq
-//	applied                  bucket_exists, remembered, since (when APPLIED
-//	                         remembered the key; it forgets after the horizon)
+//	applied                  in (where the provider remembers applied keys:
+//	                         APPLIED, or GRANTS for a watermark rule whose
+//	                         published message is the record), bucket_exists
+//	                         (APPLIED), remembered, since (when it was
+//	                         remembered; forgotten after the horizon)
 //	watermark                the stored event's subject in WATERMARKS, or null:
 //	                         key, exists, at, keys (applied at exactly at),
 //	                         key_at_mark, lease_owner, lease_key
@@ -166,6 +178,7 @@ type letterDoc struct {
 }
 
 type appliedDoc struct {
+	In           string     `json:"in"`
 	BucketExists bool       `json:"bucket_exists"`
 	Remembered   bool       `json:"remembered"`
 	Since        *time.Time `json:"since,omitempty"`
@@ -193,7 +206,7 @@ func newTraceDoc(r jetstream.TraceReport) traceDoc {
 	d := traceDoc{
 		Key: r.Key, Provider: r.Provider, Account: r.Account, Found: r.Found(),
 		Stored: []storedDoc{}, Audit: []auditDoc{}, Grants: []grantDoc{}, DLQ: []letterDoc{}, Scanned: []scannedDoc{},
-		Applied: appliedDoc{BucketExists: r.Applied.BucketExists, Remembered: r.Applied.Remembered, Since: timePtr(r.Applied.Since)},
+		Applied: appliedDoc{In: r.Applied.In, BucketExists: r.Applied.BucketExists, Remembered: r.Applied.Remembered, Since: timePtr(r.Applied.Since)},
 	}
 	for _, s := range r.Stored {
 		d.Stored = append(d.Stored, storedDoc{Seq: s.Seq, Subject: s.Subject, Time: s.Time, ReceivedAt: timePtr(s.ReceivedAt),
@@ -264,8 +277,12 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 		lines = append(lines, traceLine{a.Time, "AUDIT", fmt.Sprint(a.AuditSeq), a.Decision, strings.Join(parts, ", ")})
 	}
-	for _, g := range r.Grants {
-		lines = append(lines, traceLine{g.Time, "GRANTS", fmt.Sprint(g.Seq), "published", g.Subject})
+	for i, g := range r.Grants {
+		detail := g.Subject
+		if i == 0 && r.Applied.In == jetstream.StreamGrants {
+			detail += fmt.Sprintf("; a replay reports it already-applied until %s", stamp(g.Time.Add(cfg.Dedup.Horizon)))
+		}
+		lines = append(lines, traceLine{g.Time, "GRANTS", fmt.Sprint(g.Seq), "published", detail})
 	}
 	for _, l := range r.Letters {
 		detail := fmt.Sprintf("%s; %d deliveries", l.Reason, l.Deliveries)
@@ -277,7 +294,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 		lines = append(lines, traceLine{l.Time, "DLQ", fmt.Sprint(l.Seq), "dead letter", detail})
 	}
-	if r.Applied.Remembered {
+	if r.Applied.Remembered && r.Applied.In == jetstream.BucketApplied {
 		lines = append(lines, traceLine{r.Applied.Since, "APPLIED", "-", "remembered",
 			fmt.Sprintf("a replay reports it already-applied until %s", stamp(r.Applied.Since.Add(cfg.Dedup.Horizon)))})
 	}
@@ -295,7 +312,9 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 
 	if !r.Applied.Remembered {
 		why := "not remembered"
-		if !r.Applied.BucketExists {
+		if r.Applied.In == jetstream.StreamGrants {
+			why = "not in GRANTS (where this provider's applied keys are remembered)"
+		} else if !r.Applied.BucketExists {
 			why = "bucket missing (no consumer ran yet)"
 		}
 		fmt.Fprintf(tw, "applied\t%s\n", why)

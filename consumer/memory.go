@@ -1,0 +1,80 @@
+package consumer
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Where a rule remembers its applied keys for the dedup horizon.
+//
+// A watermark rule whose last effect publishes to GRANTS, on a subject
+// that names the event's {subject}, already leaves a durable record of
+// every key it applied: the GRANTS message (Nats-Msg-Id = key, the stream
+// kept for the horizon), published before the mark commits. Such a rule
+// asks GRANTS whether a key was applied and writes nothing more; every
+// other rule (ordering none, no publish, a template without {subject})
+// uses the APPLIED bucket. That spares the hot path one stored write of
+// four per event, a new KV subject per key (its index and memory) with it.
+//
+// The guarantees stay those of APPLIED: a key in a mark was published
+// before the commit that put it there, so a key a later commit drops is
+// in GRANTS; a takeover of a lease naming the key sees its message and
+// commits without running the effects again. What GRANTS cannot answer
+// (the message removed by an operator, a template changed since) reads as
+// "not applied": under watermark ordering such an event is older than its
+// mark and judged stale, never applied twice.
+
+// grantsMemory is a rule's GRANTS publish used as its applied-key memory.
+type grantsMemory struct {
+	tmpl string
+	idx  GrantsIndex
+}
+
+// grantsClockSlack widens the lookup back from the gateway's ReceivedAt:
+// GRANTS stamps messages with the NATS server's clock, which may run
+// behind the gateway host's.
+const grantsClockSlack = 10 * time.Minute
+
+// grantsMemoryOf returns r's GRANTS memory, or nil when r uses APPLIED.
+func grantsMemoryOf(r Rule) *grantsMemory {
+	if !r.Watermark || len(r.Effects) == 0 {
+		return nil
+	}
+	// Last: GRANTS then holds only events whose every effect succeeded.
+	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	if !ok || !strings.Contains(g.Template, "{subject}") {
+		return nil
+	}
+	idx, ok := g.Grants.(GrantsIndex)
+	if !ok {
+		return nil
+	}
+	return &grantsMemory{tmpl: g.Template, idx: idx}
+}
+
+// AppliedInGrants reports whether r remembers applied keys by its GRANTS
+// messages rather than in the APPLIED bucket (see above).
+func (r Rule) AppliedInGrants() bool { return grantsMemoryOf(r) != nil }
+
+// seen reports whether ev's key was applied within the horizon.
+func (p *Processor) seen(ctx context.Context, ev Event) (bool, error) {
+	gm := p.memory[ev.Provider]
+	if gm == nil {
+		return p.applied.Seen(ctx, ev.Key)
+	}
+	var since time.Time
+	if !ev.ReceivedAt.IsZero() {
+		since = ev.ReceivedAt.Add(-grantsClockSlack)
+	}
+	return gm.idx.HasGrant(ctx, RenderSubject(gm.tmpl, ev), ev.Key, since)
+}
+
+// remember records ev's key as applied; a no-op where the GRANTS publish
+// (an effect that already succeeded) is the record.
+func (p *Processor) remember(ctx context.Context, ev Event) error {
+	if p.memory[ev.Provider] != nil {
+		return nil
+	}
+	return p.applied.Remember(ctx, ev.Key)
+}
