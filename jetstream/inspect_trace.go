@@ -142,10 +142,10 @@ type TraceQuery struct {
 
 // Trace collects everything known about q.Key: its WEBHOOKS messages,
 // AUDIT records, GRANTS messages, DLQ letters, whether the applied-key
-// memory (APPLIED or GRANTS) remembers it and its subject's watermark. Each stream is read with an ordered
-// consumer under the narrowest subject filter the key allows (headers only
-// except AUDIT, whose records are bodies), up to its last sequence at the
-// time of the call. A missing stream or bucket is skipped and reported in
+// memory (APPLIED or GRANTS) remembers it and its subject's watermark.
+// Each stream is read with an ordered consumer under the narrowest subject
+// filter the key allows (headers only except AUDIT, whose records are
+// bodies), up to its last sequence at the time of the call. A missing stream or bucket is skipped and reported in
 // Scans / Applied. Returns ErrBadKey for a malformed key, ErrUnavailable
 // (wrapped) when JetStream does not answer.
 func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
