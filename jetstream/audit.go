@@ -77,6 +77,14 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 			linger.Reset(auditLinger)
 		fill:
 			for len(batch) < cap(batch) {
+				// What is queued goes in first: a select over ready cases
+				// picks at random, and ctx may already be done.
+				select {
+				case r := <-w.ch:
+					batch = append(batch, r)
+					continue
+				default:
+				}
 				select {
 				case r := <-w.ch:
 					batch = append(batch, r)

@@ -78,6 +78,44 @@ func TestAuditWriterAppendsEveryRecord(t *testing.T) {
 	}
 }
 
+// What is queued when the writer looks goes into one batch, even when it
+// is stopping already: 100 records of one subject are one message. (A
+// select that let the stop win over queued records split them at random.)
+func TestAuditWriterPacksWhatIsQueued(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	w := NewAuditWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), 256, nil)
+	const n = 100
+	for i := range n {
+		w.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionAccepted, Provider: "p",
+			Key: fmt.Sprintf("p:a:evt:%d", i), Seq: uint64(i + 1), Actor: event.ActorGateway})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := w.Run(ctx); err != nil || w.Failed() != 0 {
+		t.Fatalf("Run: %v, %d lost", err, w.Failed())
+	}
+	s, err := c.JS.Stream(t.Context(), StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("AUDIT holds %d messages for %d queued records of one subject, want 1", info.State.Msgs, n)
+	}
+	m, err := s.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := event.AuditRecords(m.Data); err != nil || len(recs) != n {
+		t.Fatalf("the message holds %d records (%v), want %d", len(recs), err, n)
+	}
+}
+
 func TestAuditWriterNeverBlocks(t *testing.T) {
 	e, c := startEmbedded(t, t.TempDir(), testStreams())
 	defer e.Shutdown()
