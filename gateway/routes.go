@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,7 +12,9 @@ import (
 // routes is the only place that knows gorilla/mux.
 func (s *server) routes(withAdmin bool) http.Handler {
 	r := mux.NewRouter()
-	r.Handle("/webhooks/{provider}", s.handleWebhook()).Methods(http.MethodPost)
+	// /webhooks/{provider}, matched without a regexp or a vars map: it is
+	// every request's route (see providerName).
+	r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(s.handleWebhook())
 	if withAdmin {
 		s.addAdmin(r)
 	}
@@ -38,4 +41,14 @@ func (s *server) addAdmin(r *mux.Router) {
 	r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{})).Methods(http.MethodGet)
 }
 
-func providerName(r *http.Request) string { return mux.Vars(r)["provider"] }
+const webhookPrefix = "/webhooks/"
+
+// isWebhookPath matches what the template /webhooks/{provider} would: one
+// non-empty path segment after the prefix (mux has cleaned the path).
+func isWebhookPath(r *http.Request, _ *mux.RouteMatch) bool {
+	name, ok := strings.CutPrefix(r.URL.Path, webhookPrefix)
+	return ok && name != "" && !strings.Contains(name, "/")
+}
+
+// providerName is the {provider} segment of a path isWebhookPath matched.
+func providerName(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, webhookPrefix) }
