@@ -219,6 +219,23 @@ func (c *Config) checkRetention(k *checker) {
 		k.errorf("retention.webhooks.max_age", "%s is shorter than dedup.horizon (%s); stored events must outlive their duplicate keys",
 			formatDuration(r.Webhooks.MaxAge), formatDuration(c.Dedup.Horizon))
 	}
+	// GRANTS deduplicates over the horizon and is where watermark rules
+	// remember applied keys; JetStream refuses a duplicate window longer
+	// than the stream's max age (err 10052), so serve could not start.
+	if r.Grants.MaxAge > 0 && c.Dedup.Horizon > 0 && r.Grants.MaxAge < c.Dedup.Horizon {
+		k.errorf("retention.grants.max_age", "%s is shorter than dedup.horizon (%s); GRANTS keeps applied keys for the horizon",
+			formatDuration(r.Grants.MaxAge), formatDuration(c.Dedup.Horizon))
+	}
+	// DLQ and AUDIT deduplicate their writers' retries over dedup.window.
+	for _, s := range []struct {
+		name string
+		age  time.Duration
+	}{{"dlq", r.DLQ.MaxAge}, {"audit", r.Audit.MaxAge}} {
+		if s.age > 0 && c.Dedup.Window > 0 && s.age < c.Dedup.Window {
+			k.errorf("retention."+s.name+".max_age", "%s is shorter than dedup.window (%s), the stream's duplicate window",
+				formatDuration(s.age), formatDuration(c.Dedup.Window))
+		}
+	}
 }
 
 func (c *Config) checkConsumer(k *checker) {

@@ -97,6 +97,9 @@ func TestValidate(t *testing.T) {
 		{"webhooks max_bytes", func(c *Config) { c.Retention.Webhooks.MaxBytes = 0 }, "retention.webhooks.max_bytes", "must be > 0", false},
 		{"audit max_bytes", func(c *Config) { c.Retention.Audit.MaxBytes = -5 }, "retention.audit.max_bytes", "must be > 0", false},
 		{"webhooks shorter than horizon", func(c *Config) { c.Retention.Webhooks.MaxAge = 24 * time.Hour }, "retention.webhooks.max_age", "24h is shorter than dedup.horizon (96h)", false},
+		{"grants shorter than horizon", func(c *Config) { c.Retention.Grants.MaxAge = 24 * time.Hour }, "retention.grants.max_age", "24h is shorter than dedup.horizon (96h); GRANTS keeps applied keys", false},
+		{"dlq shorter than window", func(c *Config) { c.Retention.DLQ.MaxAge = time.Minute }, "retention.dlq.max_age", "1m is shorter than dedup.window (2m)", false},
+		{"audit shorter than window", func(c *Config) { c.Retention.Audit.MaxAge = time.Minute }, "retention.audit.max_age", "1m is shorter than dedup.window (2m)", false},
 		{"dlq smaller than a body", func(c *Config) { c.Retention.DLQ.MaxBytes = 1000 }, "retention.dlq.max_bytes", "1000 is smaller than http.max_body_bytes (1048576): one event would not fit", false},
 		{"grants smaller than a body", func(c *Config) { c.Retention.Grants.MaxBytes = 1000 }, "retention.grants.max_bytes", "one event would not fit", false},
 
