@@ -80,39 +80,42 @@ func TestAuditWriterAppendsEveryRecord(t *testing.T) {
 
 // What is queued when the writer looks goes into one batch, even when it
 // is stopping already: 100 records of one subject are one message. (A
-// select that let the stop win over queued records split them at random.)
+// select that let the stop win over queued records split them at random;
+// ten rounds make passing by luck a one-in-a-thousand event.)
 func TestAuditWriterPacksWhatIsQueued(t *testing.T) {
 	e, c := startEmbedded(t, t.TempDir(), testStreams())
 	defer e.Shutdown()
 	defer c.Close()
-	w := NewAuditWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), 256, nil)
-	const n = 100
-	for i := range n {
-		w.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionAccepted, Provider: "p",
-			Key: fmt.Sprintf("p:a:evt:%d", i), Seq: uint64(i + 1), Actor: event.ActorGateway})
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := w.Run(ctx); err != nil || w.Failed() != 0 {
-		t.Fatalf("Run: %v, %d lost", err, w.Failed())
-	}
 	s, err := c.JS.Stream(t.Context(), StreamAudit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 1 {
-		t.Fatalf("AUDIT holds %d messages for %d queued records of one subject, want 1", info.State.Msgs, n)
-	}
-	m, err := s.GetMsg(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if recs, err := event.AuditRecords(m.Data); err != nil || len(recs) != n {
-		t.Fatalf("the message holds %d records (%v), want %d", len(recs), err, n)
+	const n = 100
+	for round := uint64(1); round <= 10; round++ {
+		w := NewAuditWriter(c, slog.New(slog.NewTextHandler(io.Discard, nil)), 256, nil)
+		for i := range n {
+			w.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionAccepted, Provider: "p",
+				Key: fmt.Sprintf("p:a:evt:%d-%d", round, i), Seq: uint64(i + 1), Actor: event.ActorGateway})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := w.Run(ctx); err != nil || w.Failed() != 0 {
+			t.Fatalf("round %d: Run: %v, %d lost", round, err, w.Failed())
+		}
+		info, err := s.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs != round {
+			t.Fatalf("round %d: AUDIT holds %d messages; %d queued records of one subject were not one message", round, info.State.Msgs, n)
+		}
+		m, err := s.GetMsg(t.Context(), round)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recs, err := event.AuditRecords(m.Data); err != nil || len(recs) != n {
+			t.Fatalf("round %d: the message holds %d records (%v), want %d", round, len(recs), err, n)
+		}
 	}
 }
 
