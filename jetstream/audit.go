@@ -73,21 +73,13 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 	for {
 		select {
 		case r := <-w.ch:
-			batch = append(batch[:0], r)
+			batch = w.takeQueued(append(batch[:0], r))
 			linger.Reset(auditLinger)
 		fill:
 			for len(batch) < cap(batch) {
-				// What is queued goes in first: a select over ready cases
-				// picks at random, and ctx may already be done.
 				select {
 				case r := <-w.ch:
-					batch = append(batch, r)
-					continue
-				default:
-				}
-				select {
-				case r := <-w.ch:
-					batch = append(batch, r)
+					batch = w.takeQueued(append(batch, r))
 				case <-linger.C:
 					break fill
 				case <-ctx.Done():
@@ -99,23 +91,29 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			w.stopping.Store(true)
 			for {
-				batch = batch[:0]
-			rest:
-				for len(batch) < cap(batch) {
-					select {
-					case r := <-w.ch:
-						batch = append(batch, r)
-					default:
-						break rest
-					}
-				}
-				if len(batch) == 0 {
+				if batch = w.takeQueued(batch[:0]); len(batch) == 0 {
 					return nil
 				}
 				w.write(batch)
 			}
 		}
 	}
+}
+
+// takeQueued appends what is queued now to batch, up to its capacity,
+// without waiting. Queued records go in before a stop or the linger is
+// looked at: a select over several ready cases picks one at random, so a
+// writer already stopping would otherwise split a burst.
+func (w *AuditWriter) takeQueued(batch []event.AuditRecord) []event.AuditRecord {
+	for len(batch) < cap(batch) {
+		select {
+		case r := <-w.ch:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // auditLinger is how long the writer waits for more records after the

@@ -145,8 +145,8 @@ type TraceQuery struct {
 // memory (APPLIED or GRANTS) remembers it and its subject's watermark.
 // Each stream is read with an ordered consumer under the narrowest subject
 // filter the key allows (headers only except AUDIT, whose records are
-// bodies), up to its last sequence at the time of the call. A missing stream or bucket is skipped and reported in
-// Scans / Applied. Returns ErrBadKey for a malformed key, ErrUnavailable
+// bodies), up to its last sequence at the time of the call. A missing
+// stream or bucket is skipped and reported in Scans / Applied. Returns ErrBadKey for a malformed key, ErrUnavailable
 // (wrapped) when JetStream does not answer.
 func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	provider, account, err := SplitKey(q.Key)
