@@ -206,11 +206,24 @@ func TestCrashAfterCommitThenNewerStaysApplied(t *testing.T) {
 	}
 }
 
-// countingDelivery counts InProgress calls.
+// countingDelivery counts acks, negative acks and InProgress calls.
 type countingDelivery struct {
-	nopDelivery
-	mu         sync.Mutex
-	inProgress int
+	mu                     sync.Mutex
+	acks, naks, inProgress int
+}
+
+func (d *countingDelivery) Ack(context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.acks++
+	return nil
+}
+
+func (d *countingDelivery) NakWithDelay(time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.naks++
+	return nil
 }
 
 func (d *countingDelivery) InProgress() error {
@@ -220,10 +233,17 @@ func (d *countingDelivery) InProgress() error {
 	return nil
 }
 
+// count is how many InProgress calls were made.
 func (d *countingDelivery) count() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.inProgress
+}
+
+func (d *countingDelivery) acked() (acks, naks int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.acks, d.naks
 }
 
 // Effects that run long keep their delivery alive (InProgress every 5 s),

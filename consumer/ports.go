@@ -81,4 +81,18 @@ type Message struct {
 	Event      Event
 	Deliveries int // this delivery's number, the first is 1
 	Delivery   Delivery
+	// stop closes when the Run that delivered the message is stopping
+	// (nil outside Run): waits that have not started the event's effects
+	// give it back rather than hold up the shutdown.
+	stop <-chan struct{}
+}
+
+// stopping reports whether the Run that delivered m is stopping.
+func (m *Message) stopping() bool {
+	select {
+	case <-m.stop:
+		return true
+	default:
+		return false
+	}
 }

@@ -150,7 +150,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	// passes within seconds. Try again in place, keeping the delivery
 	// alive, rather than hand the event back: a negative ack would let
 	// the subject's newer events overtake it and turn it stale.
-	for delay := 100 * time.Millisecond; out.transient && delay <= 3200*time.Millisecond && ctx.Err() == nil; delay *= 2 {
+	for delay := 100 * time.Millisecond; out.transient && delay <= 3200*time.Millisecond && ctx.Err() == nil && !m.stopping(); delay *= 2 {
 		_ = m.Delivery.InProgress()
 		select {
 		case <-ctx.Done():
@@ -462,6 +462,10 @@ func advance(mark Mark, ev Event, watermark bool) Mark {
 	return next
 }
 
+// errStopping: the Run that delivered the event is stopping; the event,
+// whose effects have not started, goes back to the stream.
+var errStopping = errors.New("consumer stopping")
+
 func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
@@ -469,6 +473,11 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-m.stop:
+			// Run hands Process a context that never ends, so that effects
+			// under way finish; a wait for another holder's lease (up to
+			// LeaseTTL) must not hold the shutdown.
+			return errStopping
 		case <-t.C:
 			_ = m.Delivery.InProgress()
 			return nil // re-read: the holder may have committed already

@@ -52,6 +52,7 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 			return err
 		}
 		p.prepare(m)
+		m.stop = ctx.Done()
 		lane := laneOf(seed, m.Event, workers)
 		select {
 		case lanes[lane] <- m:
