@@ -83,7 +83,8 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 				case <-linger.C:
 					break fill
 				case <-ctx.Done():
-					break fill // written now; the rest below
+					w.stopping.Store(true) // short retries from here on
+					break fill             // written now; the rest below
 				}
 			}
 			linger.Stop()
