@@ -154,6 +154,9 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		_ = m.Delivery.InProgress()
 		select {
 		case <-ctx.Done():
+		case <-m.stop:
+			// Run's stop: hand the event back (below) rather than sleep on.
+			continue
 		case <-time.After(delay):
 		}
 		out = p.process(ctx, m)

@@ -57,6 +57,10 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		select {
 		case lanes[lane] <- m:
 		case <-ctx.Done():
+			// Taken from the source but never started: hand it back now
+			// rather than let it wait out the ack wait while newer events
+			// of its subject apply and turn it stale.
+			p.nak(m, 0)
 			return nil
 		}
 	}

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -11,19 +12,22 @@ import (
 	"github.com/hookgate/hookgate/consumer"
 )
 
-// oneMessage is a Source that delivers m once, then waits for the end.
-type oneMessage struct {
+// listSource is a Source that delivers its messages in order, then waits
+// for the end.
+type listSource struct {
 	mu   sync.Mutex
-	m    *consumer.Message
-	sent bool
+	msgs []*consumer.Message
 }
 
-func (s *oneMessage) Next(ctx context.Context) (*consumer.Message, error) {
+func newList(msgs ...*consumer.Message) *listSource { return &listSource{msgs: msgs} }
+
+func (s *listSource) Next(ctx context.Context) (*consumer.Message, error) {
 	s.mu.Lock()
-	if !s.sent {
-		s.sent = true
+	if len(s.msgs) > 0 {
+		m := s.msgs[0]
+		s.msgs = s.msgs[1:]
 		s.mu.Unlock()
-		return s.m, nil
+		return m, nil
 	}
 	s.mu.Unlock()
 	<-ctx.Done()
@@ -53,7 +57,7 @@ func TestStopDoesNotWaitForAnotherHoldersLease(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() {
-			done <- proc.Run(ctx, &oneMessage{m: &consumer.Message{Event: ev, Deliveries: 1, Delivery: d}}, 1)
+			done <- proc.Run(ctx, newList(&consumer.Message{Event: ev, Deliveries: 1, Delivery: d}), 1)
 		}()
 		for { // until the lane waits for the lease (it keeps the delivery alive meanwhile)
 			if d.count() > 0 {
@@ -74,6 +78,90 @@ func TestStopDoesNotWaitForAnotherHoldersLease(t *testing.T) {
 		}
 		if got := grants.calls(); len(got) != 0 {
 			t.Fatalf("effects ran: %v", got)
+		}
+	})
+}
+
+// A message Run took from the source while every lane was busy, when the
+// stop came, is handed back, not dropped: dropped, it would wait out the
+// ack wait while newer events of its subject apply and turn it stale.
+func TestStopHandsBackUndispatchedMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+			if ev.Key == "k1" {
+				<-release
+			}
+			return nil
+		})
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow,
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
+		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		ds := make([]*countingDelivery, 3)
+		src := newList()
+		for i, k := range []string{"k1", "k2", "k3"} {
+			ds[i] = &countingDelivery{}
+			ev := spec{key: k, provider: provWatermark, subject: "G-1", at: at(10 + i)}.event(uint64(i + 1))
+			src.msgs = append(src.msgs, &consumer.Message{Event: ev, Deliveries: 1, Delivery: ds[i]})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, src, 1) }()
+		synctest.Wait() // k1 in its effect, k2 in the lane's queue, k3 waiting to be dispatched
+		cancel()
+		synctest.Wait()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if acks, naks := ds[2].acked(); acks != 0 || naks != 1 {
+			t.Fatalf("k3: acked %d, naked %d; want it handed back once", acks, naks)
+		}
+		if acks, _ := ds[0].acked(); acks != 1 {
+			t.Fatalf("k1 (its effects under way at the stop): acked %d, want 1", acks)
+		}
+	})
+}
+
+// downMarks is a WATERMARKS that never answers.
+type downMarks struct{}
+
+func (downMarks) Get(context.Context, string) (consumer.Mark, uint64, error) {
+	return consumer.Mark{}, 0, errors.New("nats: timeout")
+}
+
+func (downMarks) Put(context.Context, string, consumer.Mark, uint64) (uint64, error) {
+	return 0, errors.New("nats: timeout")
+}
+
+// While the store does not answer, Process retries in place (up to 3.2 s
+// between tries); a stop during such a sleep hands the event back at once.
+func TestStopInterruptsInPlaceRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
+		proc := consumer.NewProcessor(rules, downMarks{}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		d := &countingDelivery{}
+		ev := spec{key: "k", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, newList(&consumer.Message{Event: ev, Deliveries: 1, Delivery: d}), 1) }()
+		// Virtual time: after tries at 0, 0.1, 0.3, 0.7 and 1.5 s the lane
+		// sleeps 3.2 s; stop in the middle of that sleep.
+		time.Sleep(3200 * time.Millisecond)
+		synctest.Wait()
+		stopAt := time.Now()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(stopAt); took > time.Second {
+			t.Fatalf("Run took %s to stop", took)
+		}
+		if acks, naks := d.acked(); acks != 0 || naks != 1 {
+			t.Fatalf("acked %d, naked %d; want the event handed back once", acks, naks)
 		}
 	})
 }
