@@ -206,10 +206,12 @@ func TestCrashAfterCommitThenNewerStaysApplied(t *testing.T) {
 	}
 }
 
-// countingDelivery counts acks, negative acks and InProgress calls.
+// countingDelivery counts acks, negative acks (with their delays) and
+// InProgress calls.
 type countingDelivery struct {
 	mu                     sync.Mutex
 	acks, naks, inProgress int
+	delays                 []time.Duration
 }
 
 func (d *countingDelivery) Ack(context.Context) error {
@@ -219,10 +221,11 @@ func (d *countingDelivery) Ack(context.Context) error {
 	return nil
 }
 
-func (d *countingDelivery) NakWithDelay(time.Duration) error {
+func (d *countingDelivery) NakWithDelay(delay time.Duration) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.naks++
+	d.delays = append(d.delays, delay)
 	return nil
 }
 

@@ -72,6 +72,9 @@ type Processor struct {
 	// cache spares the read of a subject's mark when this process wrote
 	// it last (see markCache).
 	cache *markCache
+	// handBacks keeps the deliveries handed back untried out of the
+	// attempt count (see attempt).
+	handBacks *handBacks
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool
@@ -113,7 +116,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 			memory[name] = gm
 		}
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16)}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -162,7 +165,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		out = p.process(ctx, m)
 	}
 	if out.transient {
-		p.nak(m, time.Second)
+		p.handBack(m, time.Second)
 	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out
@@ -289,7 +292,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// in-doubt event may be queued behind it in this very lane.
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
-			p.nak(m, time.Second)
+			p.handBack(m, time.Second)
 			return out
 		}
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
@@ -443,7 +446,7 @@ func (p *Processor) judge(ctx context.Context, m *Message, mark Mark) (Outcome, 
 		return Outcome{}, false
 	}
 	reason := fmt.Sprintf("occurred_at %s older than watermark %s", ev.OccurredAt.Format(time.RFC3339Nano), mark.At.Format(time.RFC3339Nano))
-	if m.Deliveries > 1 {
+	if p.attempt(m) > 1 {
 		reason = "superseded while retrying: " + reason
 	}
 	p.record(ev, event.DecisionStale, reason)

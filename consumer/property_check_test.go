@@ -50,8 +50,11 @@ func (w *world) checkDecision(d *delivery) {
 			// lease is no failure of this one.
 		case d.effectErr == nil:
 			fail("retried without an effect failure: %s", out.Reason)
-		case errors.Is(d.effectErr, consumer.ErrPermanent) || d.msg.deliveries >= propMaxDeliver:
-			fail("retried a permanent failure, or at max_deliver")
+		case errors.Is(d.effectErr, consumer.ErrPermanent) || w.failed[d.msg.seq] >= propMaxDeliver:
+			// The processor's attempt count lies between the failed
+			// attempts (deliveries handed back untried are not attempts)
+			// and the delivery count (what it forgot, by a restart).
+			fail("retried a permanent failure, or at max_deliver (%d failed attempts)", w.failed[d.msg.seq])
 		}
 		return
 	}
@@ -92,8 +95,10 @@ func (w *world) checkDecision(d *delivery) {
 		if publishedBefore && !w.limitation(s.key) && !w.tolerated(knownInDoubt, d) && !w.tolerated(knownDroppedKey, d) {
 			fail("stale, yet it is in GRANTS")
 		}
-		if (d.msg.deliveries > 1) != strings.HasPrefix(out.Reason, "superseded while retrying") {
-			fail("reason %q for delivery %d", out.Reason, d.msg.deliveries)
+		// Retrying: an attempt failed before. Deliveries handed back
+		// untried may count or not (see the max_deliver check above).
+		if superseded := strings.HasPrefix(out.Reason, "superseded while retrying"); (superseded && d.msg.deliveries == 1) || (!superseded && w.failed[d.msg.seq] > 0) {
+			fail("reason %q for delivery %d after %d failed attempts", out.Reason, d.msg.deliveries, w.failed[d.msg.seq])
 		}
 	case consumer.DeadLettered:
 		switch {

@@ -180,6 +180,7 @@ type world struct {
 	running    map[string][]*delivery // in Process, by key
 	inflight   map[string]int         // effects running, by mark key
 	attempts   map[string]int         // effect attempts, by key
+	failed     map[uint64]int         // failed effect attempts, by stored message
 	calls      map[string]int         // successful PublishGrant calls, by key
 	published  map[string]int         // deduplicated GRANTS: key -> clock of its first publication
 	committed  map[string]consumer.Mark
@@ -195,7 +196,7 @@ func newWorld(rt *rapid.T, grantsMemory bool) *world {
 		grantsMemory: grantsMemory,
 		specs:        map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
 		dels: map[int]*delivery{}, running: map[string][]*delivery{}, inflight: map[string]int{},
-		attempts: map[string]int{}, calls: map[string]int{}, published: map[string]int{},
+		attempts: map[string]int{}, failed: map[uint64]int{}, calls: map[string]int{}, published: map[string]int{},
 		committed: map[string]consumer.Mark{}, crashes: map[string]map[string]int{},
 		decisions: map[string][]*delivery{}, letters: map[string]int{}, delivered: map[string]bool{},
 	}
@@ -475,6 +476,9 @@ func (w *world) forward(ctx context.Context, ev consumer.Event) error {
 		err = consumer.Permanent(errors.New("downstream 400"))
 	case n < 8 && s.failures&(1<<n) != 0:
 		err = fmt.Errorf("downstream 503 (attempt %d)", n+1)
+	}
+	if err != nil {
+		w.failed[ev.Seq]++
 	}
 	if d := w.dels[deliveryOf(ctx)]; d != nil {
 		d.effectErr = err

@@ -14,7 +14,7 @@ import (
 // failed handles an effect error: dead-letter when permanent or out of
 // attempts, else retry after backoff.
 func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
-	if errors.Is(err, ErrPermanent) || m.Deliveries >= p.opts.MaxDeliver {
+	if errors.Is(err, ErrPermanent) || p.attempt(m) >= p.opts.MaxDeliver {
 		return p.deadLetter(ctx, m, err.Error())
 	}
 	return p.retry(m, err, true)
@@ -27,9 +27,10 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 			slog.Int("deliveries", m.Deliveries), slog.String("error", err.Error()))
 		return Outcome{Decision: Retry, Reason: err.Error(), transient: true}
 	}
-	d := p.backoff(m.Deliveries)
+	n := p.attempt(m)
+	d := p.backoff(n)
 	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
-		slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
+		slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
 	p.nak(m, d)
 	return Outcome{Decision: Retry, Reason: err.Error()}
 }
@@ -77,6 +78,7 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 	p.log.LogAttrs(ctx, level, "event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
 		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
 		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
+	p.handBacks.done(m.Event.Seq)
 	if err := m.Delivery.Ack(ctx); err != nil {
 		// Redelivery will find the key applied (or the event stale).
 		p.log.Warn("ack failed", slog.String("key", m.Event.Key), slog.String("error", err.Error()))

@@ -60,7 +60,7 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 			// Taken from the source but never started: hand it back now
 			// rather than let it wait out the ack wait while newer events
 			// of its subject apply and turn it stale.
-			p.nak(m, 0)
+			p.handBack(m, 0)
 			return nil
 		}
 	}

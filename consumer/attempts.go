@@ -1,0 +1,61 @@
+package consumer
+
+import (
+	"sync"
+	"time"
+)
+
+// handBacks counts, per stored event (its WEBHOOKS sequence), the
+// deliveries this process handed back without trying the effects: a
+// subject in doubt, a store that did not answer, a stop. JetStream counts
+// those as deliveries too; consumer.max_deliver and the backoff count
+// attempts (the contract), so they are taken off.
+//
+// Memory only: what another process handed back, or this one before a
+// restart, still counts as attempts, so a lost count only errs the old way
+// (fewer retries), never retries for ever. Bounded: when full it starts
+// over, with the same effect. Safe for concurrent use.
+type handBacks struct {
+	mu  sync.Mutex
+	max int
+	m   map[uint64]int
+}
+
+func newHandBacks(max int) *handBacks { return &handBacks{max: max, m: make(map[uint64]int)} }
+
+func (h *handBacks) add(seq uint64) {
+	if seq == 0 {
+		return // not from the stream (a test's event)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.m[seq]; !ok && len(h.m) >= h.max {
+		clear(h.m)
+	}
+	h.m[seq]++
+}
+
+func (h *handBacks) get(seq uint64) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[seq]
+}
+
+func (h *handBacks) done(seq uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, seq)
+}
+
+// attempt is m's attempt number (the first is 1): its delivery number less
+// the deliveries this process handed back untried.
+func (p *Processor) attempt(m *Message) int {
+	return max(m.Deliveries-p.handBacks.get(m.Event.Seq), 1)
+}
+
+// handBack gives m back to the stream for another delivery after d,
+// untried: it does not count as an attempt.
+func (p *Processor) handBack(m *Message, d time.Duration) {
+	p.handBacks.add(m.Event.Seq)
+	p.nak(m, d)
+}

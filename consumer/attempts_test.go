@@ -1,0 +1,69 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+)
+
+// Deliveries handed back untried (here: the subject in doubt after another
+// instance died holding it, a 1 s nak each, for up to LeaseTTL +
+// InDoubtWait) are not attempts: afterwards the event's first failure is
+// retried, after the first backoff step. Counted as attempts, it was
+// dead-lettered at once (max_deliver 3) or retried after the last step
+// (max_deliver 10).
+func TestHandBacksAreNotAttempts(t *testing.T) {
+	for _, maxDeliver := range []int{3, 10} {
+		t.Run(fmt.Sprint("max_deliver=", maxDeliver), func(t *testing.T) {
+			e := newBugEnv()
+			attempts := 0
+			flaky := consumer.EffectFunc(func(context.Context, consumer.Event) error {
+				if attempts++; attempts == 1 {
+					return errors.New("forward: 503 Service Unavailable")
+				}
+				return nil
+			})
+			rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{flaky,
+				consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: e.grants}}}}
+			backoff := []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute}
+			p := consumer.NewProcessor(rules, e.marks, e.applied, noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+				consumer.Options{Owner: "b", MaxDeliver: maxDeliver, LeaseTTL: time.Minute, Backoff: backoff, Now: func() time.Time { return e.now }})
+			k := spec{key: "k-new", provider: provWatermark, subject: "G-1", at: at(11)}
+			doubt := consumer.Mark{At: at(9), Lease: &consumer.Lease{Owner: "a", Key: "k-doubt", Until: e.now.Add(-time.Second)}}
+			if _, err := e.marks.Put(t.Context(), k.markKey(), doubt, 0); err != nil {
+				t.Fatal(err)
+			}
+			delivery := 0
+			deliver := func() (consumer.Outcome, *countingDelivery) {
+				delivery++
+				d := &countingDelivery{}
+				return p.Process(t.Context(), &consumer.Message{Event: k.event(1), Deliveries: delivery, Delivery: d}), d
+			}
+			for range maxDeliver {
+				if out, d := deliver(); out.Decision != consumer.Retry || len(d.delays) != 1 || d.delays[0] != time.Second {
+					t.Fatalf("delivery %d: %+v, naks %v; want handed back (in doubt) after 1 s", delivery, out, d.delays)
+				}
+				e.now = e.now.Add(time.Second)
+			}
+			if attempts != 0 {
+				t.Fatalf("effects tried %d times while the subject was in doubt", attempts)
+			}
+			e.now = e.now.Add(2 * time.Minute) // the in-doubt wait is over
+			out, d := deliver()
+			if attempts != 1 || out.Decision != consumer.Retry {
+				t.Fatalf("first attempt (503) with max_deliver %d: %q (%s) after %d attempts, want a retry", maxDeliver, out.Decision, out.Reason, attempts)
+			}
+			if len(d.delays) != 1 || d.delays[0] < 800*time.Millisecond || d.delays[0] > 1200*time.Millisecond {
+				t.Fatalf("retry after the first attempt in %v, want the first backoff step (1 s +-20%%)", d.delays)
+			}
+			if out, _ := deliver(); out.Decision != consumer.Applied {
+				t.Fatalf("second attempt: %q (%s), want applied", out.Decision, out.Reason)
+			}
+		})
+	}
+}
