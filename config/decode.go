@@ -262,6 +262,12 @@ func (d *decoder) pairs(key string, n *yaml.Node, stack []*yaml.Node) []pair {
 					}
 					return nil
 				}
+				if d.merged < math.MaxInt {
+					// Count the visit too: mappings holding nothing but
+					// merge keys bring in no pairs, and nested ones would
+					// otherwise be expanded exponentially.
+					d.merged++
+				}
 				for _, p := range d.pairs(key, src, stack) {
 					p.merged = true
 					merged = append(merged, p)

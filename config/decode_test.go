@@ -393,3 +393,21 @@ func TestMergeBomb(t *testing.T) {
 		t.Errorf("got %d problems, want 1:\n%v", len(ps), ps)
 	}
 }
+
+// Mappings that hold nothing but merge keys bring in no pairs; their
+// expansion still counts against the limit, or 30 levels of two would be
+// 2^30 visits (minutes) before the limit noticed anything.
+func TestMergeOnlyMappingsCount(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("x-0: &a0 {}\n")
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "x-%d: &a%d {<<: [*a%d, *a%d]}\n", i, i, i-1, i-1)
+	}
+	b.WriteString("providers: {<<: *a30}\n")
+	_, err := Parse([]byte(b.String()), "", nil)
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Parse = %v, want Problems", err)
+	}
+	wantProblem(t, ps, "providers", "bring in more than 10000 keys", false)
+}

@@ -13,8 +13,10 @@ import (
 )
 
 // maxBodyLimit caps http.max_body_bytes: every body must also fit a NATS
-// message, and NATS advises against payloads beyond a few MiB.
-const maxBodyLimit = 64 << 20
+// message, and NATS advises against payloads beyond a few MiB. The
+// embedded server's max payload is the body plus 64 KiB for the stored
+// headers, and nats-server refuses one above its max pending (64 MiB).
+const maxBodyLimit = 64<<20 - 64<<10
 
 // Validate returns nil when c has no errors. Otherwise it returns a Problems
 // holding every error and every warning, so one run shows all there is to
@@ -379,20 +381,27 @@ func checkSignature(k *checker, key string, s Signature) {
 			k.errorf(sk, "empty secret")
 		case s.Scheme == SchemeStandardWebhooks && !validWhsec(sec):
 			k.errorf(sk, "not base64 after the optional whsec_ prefix, as standard-webhooks secrets are")
+		case s.Scheme != SchemeStandardWebhooks && (strings.HasSuffix(string(sec), "\n") || strings.HasSuffix(string(sec), "\r")):
+			// The gateway cannot use it (every request would be a 401):
+			// a file or variable read with its trailing newline, usually.
+			k.errorf(sk, "ends with a line break (is it a file or variable read with its trailing newline?)")
 		}
 		if j := slices.Index(s.Secrets[:i], sec); j >= 0 && sec != "" {
 			k.warnf(sk, "same secret as secrets[%d]", j)
 		}
 	}
-	if timestamped(s.Scheme) && s.Tolerance <= 0 {
+	switch {
+	case timestamped(s.Scheme) && s.Tolerance <= 0:
 		k.errorf(key+".tolerance", "must be > 0: the %s scheme signs a timestamp", s.Scheme)
+	case s.Tolerance < 0:
+		k.errorf(key+".tolerance", "must not be negative")
 	}
 	switch {
 	case s.Header != "":
 		if err := checkHeaderName(s.Header); err != nil {
 			k.errorf(key+".header", "%v", err)
 		} else if known && s.Scheme != SchemeHMACSHA256 {
-			k.warnf(key+".header", "ignored: only hmac-sha256 reads it, the scheme is %s", s.Scheme)
+			k.errorf(key+".header", "only hmac-sha256 reads it, the scheme is %s: remove it", s.Scheme)
 		}
 	case s.Scheme == SchemeHMACSHA256:
 		k.errorf(key+".header", "required with hmac-sha256: the header carrying the hex or base64 digest")
