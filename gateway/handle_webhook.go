@@ -252,8 +252,11 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	if size > MaxStoredRequestHeaders {
 		return nil, fmt.Errorf("%w: %d bytes would be stored with the event, at most %d", errHeadersTooLarge, size, MaxStoredRequestHeaders)
 	}
-	if len(k.Account) > MaxExtractedValue {
-		return nil, fmt.Errorf("%w: the account is %d bytes, at most %d", errValueTooLong, len(k.Account), MaxExtractedValue)
+	account := sanitizeHeaderValue(k.Account)
+	if len(account) > MaxExtractedValue {
+		// The contract makes any account a key ("never an error"): store
+		// the bounded form the key and the WEBHOOKS subject carry.
+		account = k.AccountInKey
 	}
 	// One backing array for the Hookgate-* values instead of a slice each.
 	vals := make([]string, 0, 7)
@@ -263,7 +266,7 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	}
 	set(event.HeaderKey, k.Key)
 	set(event.HeaderProvider, p.name)
-	set(event.HeaderAccount, k.Account)
+	set(event.HeaderAccount, account)
 	set(event.HeaderReceivedAt, now.UTC().Format(time.RFC3339Nano))
 	for _, f := range []struct {
 		src  *Source

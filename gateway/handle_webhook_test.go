@@ -247,3 +247,39 @@ func TestMetricsCountDecisions(t *testing.T) {
 		}
 	}
 }
+
+// Every account makes a key (the contract: "deterministic, never an
+// error"): one over 1 KiB is stored as the acct# form the key carries; an
+// extracted subject over 1 KiB is a 400 naming its source (our limit).
+func TestLongExtractedValues(t *testing.T) {
+	srv, env, _ := newGateway(t, "    account: { header: X-Account }\n")
+	body := `{"id":"long-1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`
+	h := signed(t, body)
+	h.Set("X-Account", strings.Repeat("a", 1025))
+	if r := do(t, srv, h, body); r.StatusCode != http.StatusOK {
+		t.Fatalf("account of 1025 bytes: status %d, want 200", r.StatusCode)
+	}
+	m, err := jetstream.GetMsg(t.Context(), env.Conn, jetstream.StreamWebhooks, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := m.Header.Get(event.HeaderAccount)
+	if !strings.HasPrefix(acct, "acct#") || !strings.Contains(m.Header.Get(event.HeaderKey), ":"+acct+":") {
+		t.Fatalf("stored account %q, key %q; want the key's acct# form", acct, m.Header.Get(event.HeaderKey))
+	}
+	body = `{"id":"long-2","grant_id":"` + strings.Repeat("g", 1025) + `","at":"2026-11-30T10:00:00Z"}`
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/p", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = signed(t, body)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "/grant_id") {
+		t.Fatalf("subject of 1025 bytes: %d %s, want 400 naming json:/grant_id", resp.StatusCode, msg)
+	}
+}
