@@ -88,6 +88,13 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		}
 		if p == 0 {
 			p = server.RANDOM_PORT
+		} else if l, err := net.Listen("tcp", o.Listen); err != nil {
+			// The server, logging nothing, would only fail to become
+			// ready after 30 s: say what is wrong now.
+			_ = lock.Close()
+			return nil, fmt.Errorf("nats.embedded.listen %s: %w", o.Listen, err)
+		} else {
+			_ = l.Close()
 		}
 		opts.Host, opts.Port = host, p
 	}

@@ -90,15 +90,16 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 			if seq > last || (!r.Until.IsZero() && meta.Timestamp.After(r.Until)) {
 				return nil
 			}
-			if r.FromSeq > 0 && !r.Since.IsZero() && meta.Timestamp.Before(r.Since) {
-				continue
-			}
-			err = fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()}, total)
-			if errors.Is(err, ErrStop) {
-				return nil
-			}
-			if err != nil {
-				return err
+			// Started by sequence, --since still selects: skip the older
+			// ones, but not the end-of-range check below.
+			if r.FromSeq == 0 || r.Since.IsZero() || !meta.Timestamp.Before(r.Since) {
+				err = fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()}, total)
+				if errors.Is(err, ErrStop) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
 			}
 			if meta.NumPending == 0 || seq == last {
 				return nil

@@ -1,0 +1,34 @@
+package jetstream_test
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// A busy nats.embedded.listen address is a user error, named as such (the
+// server, logging nothing, only failed to become ready after 30 s).
+func TestEmbeddedListenAddressInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: dir, Listen: ln.Addr().String(), MaxPayload: 1 << 20})
+	if err == nil {
+		e.Shutdown()
+		t.Fatal("started on a busy address")
+	}
+	if !strings.Contains(err.Error(), "nats.embedded.listen "+ln.Addr().String()) || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("%v; want an error naming nats.embedded.listen, the address and the cause", err)
+	}
+	// The data_dir lock was released: a start without the address works.
+	e, err = jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: dir, MaxPayload: 1 << 20})
+	if err != nil {
+		t.Fatalf("after the failed start: %v", err)
+	}
+	e.Shutdown()
+}
