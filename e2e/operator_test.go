@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,6 +153,24 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 	out, _, code := cli(t, "dlq", "replay", "1", "--config", e.cfgPath)
 	if code != 1 || !strings.Contains(out, "1 -> 2") || !strings.Contains(out, "failed again") {
 		t.Fatalf("dlq replay while down (exit %d):\n%s", code, out)
+	}
+	// Its AUDIT records are about WEBHOOKS seq 1 (the letter was DLQ 1).
+	waitFor(t, "the re-feed's AUDIT records", 10*time.Second, func() bool {
+		tr, _, _ := cli(t, "trace", "grants:default:evt:msg_dlq", "--config", e.cfgPath)
+		return regexp.MustCompile(`dlq-refed +operator, WEBHOOKS seq 1, DLQ 1: failed again`).MatchString(tr) &&
+			regexp.MustCompile(`dlq-removed +operator, WEBHOOKS seq 1, DLQ 1: re-appended as 2`).MatchString(tr)
+	})
+	// Filters select letters for --all; elsewhere they are a usage error.
+	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--provider", "other", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "0 letters") {
+		t.Fatalf("dlq replay --all --provider other (exit %d):\n%s", code, out)
+	}
+	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--reason", "no such reason", "--config", e.cfgPath)
+	if code != 0 || !strings.Contains(out, "0 letters") {
+		t.Fatalf("dlq replay --all --reason (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := cli(t, "dlq", "replay", "2", "--provider", "grants", "--config", e.cfgPath); code != 2 || !strings.Contains(errOut, "--provider") {
+		t.Fatalf("dlq replay SEQ --provider: exit %d, %q", code, errOut)
 	}
 	// A dry run changes nothing.
 	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--config", e.cfgPath)

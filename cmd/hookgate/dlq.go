@@ -18,7 +18,7 @@ import (
 	"github.com/hookgate/hookgate/jetstream"
 )
 
-const dlqUsage = "want 'hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--dry-run]'"
+const dlqUsage = "want 'hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--provider P] [--reason TEXT] [--dry-run]'"
 
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -28,8 +28,8 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
-	provider := fs.String("provider", "", "list: only this provider")
-	reason := fs.String("reason", "", "list: only letters whose reason contains this")
+	provider := fs.String("provider", "", "list, replay --all: only this provider's letters")
+	reason := fs.String("reason", "", "list, replay --all: only letters whose reason contains this")
 	all := fs.Bool("all", false, "replay: every letter")
 	dryRun := fs.Bool("dry-run", false, "replay: print decisions, change nothing")
 	// Flags may come before or after the sequence numbers.
@@ -65,6 +65,11 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	default:
 		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
 	}
+	if (*provider != "" || *reason != "") && !(sub == "list" || *all) {
+		// Silently ignored, they would re-feed letters the operator
+		// meant to leave alone.
+		return usagef("dlq %s: --provider and --reason select letters for 'dlq list' and 'dlq replay --all' only", sub)
+	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {
 		return err
@@ -99,8 +104,10 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	if *all {
-		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, jetstream.Range{}, func(m jetstream.StoredMsg, _ uint64) error {
-			seqs = append(seqs, m.Seq)
+		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, letterRange(*provider), func(m jetstream.StoredMsg, _ uint64) error {
+			if *reason == "" || strings.Contains(m.Header.Get(event.HeaderDlqReason), *reason) {
+				seqs = append(seqs, m.Seq)
+			}
 			return nil
 		})
 		if err != nil {
@@ -182,8 +189,10 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	rec.seq = 0
 	out := proc.ProcessOnce(ctx, ev, 1)
 	rec1 := func(decision, reason string) {
+		// seq is the WEBHOOKS sequence in every record; the letter's own
+		// goes in the reason.
 		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: decision, Provider: ev.Provider, Account: ev.Account,
-			Key: ev.Key, Seq: seq, Reason: reason, Actor: event.ActorOperator})
+			Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: %s", seq, reason), Actor: event.ActorOperator})
 	}
 	switch out.Decision {
 	case consumer.Retry:
@@ -205,11 +214,16 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), true
 }
 
-func dlqList(ctx context.Context, sys *system, provider, reason string, stdout io.Writer) error {
-	r := jetstream.Range{}
-	if provider != "" {
-		r.Filter = "dlq." + provider + ".>"
+// letterRange selects the letters of one provider, or all.
+func letterRange(provider string) jetstream.Range {
+	if provider == "" {
+		return jetstream.Range{}
 	}
+	return jetstream.Range{Filter: "dlq." + provider + ".>"}
+}
+
+func dlqList(ctx context.Context, sys *system, provider, reason string, stdout io.Writer) error {
+	r := letterRange(provider)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tKEY\tPROVIDER\tREASON\tDELIVERIES\tTIME")
 	n := 0
