@@ -93,6 +93,14 @@ func crashAt(p *consumer.Processor, step string) {
 // redelivery after the ack wait, a replay) must apply once: the second
 // waits for the first one's lease and must then find the key applied.
 func TestOrderingNoneConcurrentDuplicateAppliesOnce(t *testing.T) {
+	// Without a subject the lease is on a shard of keys (the second case
+	// ran the effects twice before).
+	for _, subject := range []string{"G-1", ""} {
+		t.Run("subject="+subject, func(t *testing.T) { noneConcurrentDuplicate(t, subject) })
+	}
+}
+
+func noneConcurrentDuplicate(t *testing.T, subject string) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newBugEnv()
 		inEffect, release := make(chan struct{}), make(chan struct{})
@@ -111,17 +119,20 @@ func TestOrderingNoneConcurrentDuplicateAppliesOnce(t *testing.T) {
 			}
 			return nil
 		})
-		k := spec{key: "k", provider: provNone, subject: "G-1", at: at(10)}
+		k := spec{key: "k", provider: provNone, subject: subject, at: at(10)}
 		a, b := e.proc("a", slow), e.proc("b", slow)
 		outs := make(chan string, 2)
 		go func() { outs <- "a: " + deliver(a, k, 1).Decision }()
-		<-inEffect // a holds the subject and runs the effects
+		<-inEffect // a holds the lease and runs the effects
 		go func() { outs <- "b: " + deliver(b, k, 1).Decision }()
 		synctest.Wait() // b found k not applied yet and waits for a's lease
 		close(release)
 		got := []string{<-outs, <-outs}
 		if calls != 1 {
 			t.Fatalf("effects ran %d times for one key; decisions %v", calls, got)
+		}
+		if !slices.Contains(got, "a: "+consumer.Applied) || !slices.Contains(got, "b: "+consumer.AlreadyApplied) {
+			t.Fatalf("decisions %v, want a applied and b already-applied", got)
 		}
 	})
 }

@@ -196,10 +196,10 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if out, done := p.checkApplied(ctx, m, rule); done {
 		return out
 	}
-	if ev.Subject == "" {
-		// Nothing to order or lease: the applied-key check is the guard.
-		return p.applyUnleased(ctx, m, rule)
-	}
+	// Nothing to order, but two deliveries of one key (a redelivery to a
+	// stalled holder, a replay beside the live consumer, another
+	// instance) must not both pass the check above: the lease keeps them
+	// apart, on the subject or, without one, on a shard of keys.
 	return p.applyLeased(ctx, m, rule)
 }
 
@@ -214,30 +214,15 @@ func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Ou
 	if !seen {
 		return Outcome{}, false
 	}
-	if m.Event.Subject != "" {
-		if out, done := p.settleOwn(ctx, m, rule); done {
-			return out, true
-		}
+	if out, done := p.settleOwn(ctx, m, rule); done {
+		return out, true
 	}
 	return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
 }
 
-func (p *Processor) applyUnleased(ctx context.Context, m *Message, rule Rule) Outcome {
-	if p.crashAt(stepBeforeEffects, m.Event.Key) {
-		return crashed
-	}
-	if err := p.runEffects(ctx, m, rule); err != nil {
-		return p.failed(ctx, m, err)
-	}
-	if p.crashAt(stepAfterEffects, m.Event.Key) || p.crashAt(stepAfterWatermark, m.Event.Key) {
-		return crashed
-	}
-	return p.finish(ctx, m)
-}
-
 func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outcome {
 	ev := m.Event
-	key := MarkKey(ev)
+	key := leaseKey(ev)
 	var (
 		mark     Mark
 		rev      uint64
@@ -408,7 +393,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 // it decided the delivery (applied now, or a retry).
 func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
 	ev := m.Event
-	key := MarkKey(ev)
+	key := leaseKey(ev)
 	for {
 		mark, rev, err := p.readMark(ctx, key)
 		if err != nil {
@@ -526,13 +511,6 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error
 		}
 	}
 	return nil
-}
-
-func (p *Processor) finish(ctx context.Context, m *Message) Outcome {
-	if err := p.remember(ctx, m.Event); err != nil {
-		return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
-	}
-	return p.finishRemembered(ctx, m)
 }
 
 func (p *Processor) finishRemembered(ctx context.Context, m *Message) Outcome {

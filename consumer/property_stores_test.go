@@ -21,7 +21,7 @@ type grantsRecorder struct{ w *world }
 func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _ http.Header, _ []byte) (uint64, error) {
 	w := g.w
 	s := w.specs[key]
-	mk := s.markKey()
+	mk := s.exclusive()
 	w.enter(mk, key)
 	defer w.leave(mk)
 	time.Sleep(time.Millisecond)

@@ -111,6 +111,15 @@ func (s spec) event(seq uint64) consumer.Event {
 
 func (s spec) markKey() string { return consumer.MarkKey(s.event(0)) }
 
+// exclusive names what effects must never run concurrently for: the
+// subject, or without one (nothing to order) the key.
+func (s spec) exclusive() string {
+	if s.subject == "" {
+		return "key " + s.key
+	}
+	return s.markKey()
+}
+
 // queued is a message the stream will (re)deliver.
 type queued struct {
 	key        string
@@ -214,6 +223,9 @@ func newWorld(rt *rapid.T, grantsMemory bool) *world {
 		switch rapid.IntRange(0, 9).Draw(rt, s.key+".kind") {
 		case 8:
 			s.provider = provNone
+			if rapid.Bool().Draw(rt, s.key+".no subject") {
+				s.subject = "" // leased on a shard of keys
+			}
 		case 9:
 			s.badTime, s.at = true, time.Time{}
 		}
@@ -461,7 +473,7 @@ func (w *world) settle(in *instance, d *delivery, newOwner bool) {
 // forward stands for the HTTP forward effect: it fails as the key's spec
 // says, and holds the subject's in-flight count while it runs.
 func (w *world) forward(ctx context.Context, ev consumer.Event) error {
-	mk := consumer.MarkKey(ev)
+	mk := w.specs[ev.Key].exclusive()
 	w.enter(mk, ev.Key)
 	defer w.leave(mk)
 	time.Sleep(time.Millisecond) // virtual: the window an overlap would need

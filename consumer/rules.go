@@ -3,6 +3,8 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 	"strings"
 
 	"github.com/hookgate/hookgate/event"
@@ -73,4 +75,19 @@ func RenderSubject(tmpl string, ev Event) string {
 // MarkKey is the WATERMARKS key of an event's subject.
 func MarkKey(ev Event) string {
 	return ev.Provider + "." + event.Token(ev.Account) + "." + event.Token(ev.Subject)
+}
+
+// keyShards is how many leases share the events without a subject (under
+// ordering none) of one provider and account.
+const keyShards = 64
+
+// leaseKey is the WATERMARKS entry whose lease an event's effects run
+// under: its subject's mark or, without a subject, one of keyShards
+// entries by key (two deliveries of one key meet there). A fourth level
+// can never be a subject's key: tokens have no dots.
+func leaseKey(ev Event) string {
+	if ev.Subject != "" {
+		return MarkKey(ev)
+	}
+	return MarkKey(ev) + ".=K" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(ev.Key))%keyShards), 10)
 }

@@ -15,7 +15,7 @@ type Source interface {
 // Run pulls from src and processes with workers lanes until ctx ends. All
 // events of one subject go to the same lane, in delivery order, so they
 // never run concurrently in this process (the watermark lease covers other
-// processes). Events without a subject are spread by key. Run returns
+// processes). Events without a subject are spread by their key's shard. Run returns
 // after every lane finished its current event.
 func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	if workers < 1 {
@@ -75,10 +75,8 @@ func (p *Processor) prepare(m *Message) {
 	}
 }
 
+// laneOf spreads events by the lease they run under: two lanes never hold
+// one lease, so this process never claims over itself.
 func laneOf(seed maphash.Seed, ev Event, n int) int {
-	k := ev.Key
-	if ev.Subject != "" {
-		k = MarkKey(ev)
-	}
-	return int(maphash.String(seed, k) % uint64(n))
+	return int(maphash.String(seed, leaseKey(ev)) % uint64(n))
 }
