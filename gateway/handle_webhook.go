@@ -252,7 +252,7 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	if size > MaxStoredRequestHeaders {
 		return nil, fmt.Errorf("%w: %d bytes would be stored with the event, at most %d", errHeadersTooLarge, size, MaxStoredRequestHeaders)
 	}
-	account := sanitizeHeaderValue(k.Account)
+	account := event.HeaderValue(k.Account)
 	if len(account) > MaxExtractedValue {
 		// The contract makes any account a key ("never an error"): store
 		// the bounded form the key and the WEBHOOKS subject carry.
@@ -283,19 +283,10 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 			if len(v) > MaxExtractedValue {
 				return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", errValueTooLong, f.src, len(v), MaxExtractedValue)
 			}
-			set(f.name, sanitizeHeaderValue(v))
+			set(f.name, event.HeaderValue(v))
 		}
 	}
 	return h, nil
-}
-
-// sanitizeHeaderValue keeps a JSON-sourced value from breaking the NATS
-// header block: CR and LF would end the header.
-func sanitizeHeaderValue(v string) string {
-	if !strings.ContainsAny(v, "\r\n") {
-		return v
-	}
-	return strings.NewReplacer("\r", `\r`, "\n", `\n`).Replace(v)
 }
 
 func hopHeaders(in map[string][]string) map[string]bool {

@@ -3,6 +3,8 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -281,5 +283,30 @@ func TestLongExtractedValues(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(msg), "/grant_id") {
 		t.Fatalf("subject of 1025 bytes: %d %s, want 400 naming json:/grant_id", resp.StatusCode, msg)
+	}
+}
+
+// Distinct subjects stay distinct through the stored headers (NATS header
+// values lose CR, LF and white space at either end; the old escaping made
+// "G\n1" and `G\n1` one subject, so one watermark).
+func TestDistinctSubjectsStayDistinct(t *testing.T) {
+	srv, env, _ := newGateway(t, "")
+	subjects := []string{`G\n1`, "G\n1", "G-2 ", "G-2", " G-2", `"G-2"`, "G\t3"}
+	for i, subj := range subjects {
+		js, err := json.Marshal(subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := fmt.Sprintf(`{"id":"s%d","grant_id":%s,"at":"2026-11-30T10:00:00Z"}`, i, js)
+		if r := do(t, srv, signed(t, body), body); r.StatusCode != http.StatusOK {
+			t.Fatalf("subject %q: status %d", subj, r.StatusCode)
+		}
+		m, err := jetstream.GetMsg(t.Context(), env.Conn, jetstream.StreamWebhooks, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jetstream.EventFromMsg(m.Header, m.Body, m.Seq).Subject; got != subj {
+			t.Errorf("subject %q read back from WEBHOOKS as %q", subj, got)
+		}
 	}
 }

@@ -180,13 +180,14 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 		}
 		return ""
 	}
+	value := func(name string) string { return event.FromHeaderValue(get(name)) }
 	ev := consumer.Event{
 		Key:         get(event.HeaderKey),
 		Provider:    get(event.HeaderProvider),
-		Account:     get(event.HeaderAccount),
-		Subject:     get(event.HeaderSubject),
-		Type:        get(event.HeaderType),
-		OccurredRaw: get(event.HeaderOccurredAt),
+		Account:     value(event.HeaderAccount),
+		Subject:     value(event.HeaderSubject),
+		Type:        value(event.HeaderType),
+		OccurredRaw: value(event.HeaderOccurredAt),
 		Seq:         seq,
 		Header:      http.Header(h),
 		Body:        body,
