@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hookgate/hookgate/event"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
@@ -49,6 +50,7 @@ type PublishResult struct {
 // Safe for concurrent use.
 type Publisher struct {
 	nc      *nats.Conn
+	js      js.JetStream
 	timeout time.Duration
 }
 
@@ -58,7 +60,7 @@ func NewPublisher(c *Conn, timeout time.Duration) *Publisher {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &Publisher{nc: c.NC, timeout: timeout}
+	return &Publisher{nc: c.NC, js: c.JS, timeout: timeout}
 }
 
 // Publish stores m unless its key was stored within the horizon. It
@@ -67,11 +69,18 @@ func NewPublisher(c *Conn, timeout time.Duration) *Publisher {
 // ErrTooLarge (wrapped) when nothing was stored.
 func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, error) {
 	backoff := 20 * time.Millisecond
+	ambiguous := false // an attempt failed in a way that may have stored m
 	for {
-		res, err := p.publishOnce(ctx, m)
+		res, stream, err := p.publishOnce(ctx, m)
+		if err == nil && res.Duplicate && ambiguous {
+			// The duplicate may be this call's own earlier attempt, whose
+			// answer came too late: then m is new.
+			res.Duplicate = !p.storedByThisCall(ctx, m, stream, res.Seq)
+		}
 		if err == nil || !retryable(err) {
 			return res, err
 		}
+		ambiguous = true
 		if !m.Deadline.IsZero() && time.Now().Add(backoff).After(m.Deadline) {
 			return PublishResult{}, classify("publish "+m.Subject, fmt.Errorf("%w (last error: %w)", context.DeadlineExceeded, err))
 		}
@@ -101,7 +110,26 @@ func retryable(err error) bool {
 		errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
-func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, error) {
+// storedByThisCall reports whether the message at seq is m as this call
+// sent it: the same Hookgate-Received-At, which the gateway sets per
+// request to the nanosecond. Without one (GRANTS), or when the message
+// cannot be read, it says no: the answer stays "duplicate".
+func (p *Publisher) storedByThisCall(ctx context.Context, m Message, stream string, seq uint64) bool {
+	at := m.Header.Get(event.HeaderReceivedAt)
+	if at == "" || stream == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+	defer cancel()
+	s, err := p.js.Stream(ctx, stream)
+	if err != nil {
+		return false
+	}
+	stored, err := s.GetMsg(ctx, seq)
+	return err == nil && stored.Header.Get(event.HeaderReceivedAt) == at
+}
+
+func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, string, error) {
 	timeout := p.timeout
 	if !m.Deadline.IsZero() {
 		timeout = min(timeout, time.Until(m.Deadline))
@@ -113,7 +141,7 @@ func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, 
 	h[js.MsgIDHeader] = []string{m.Key}
 	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body}, timeout)
 	if err != nil {
-		return PublishResult{}, classify("publish "+m.Subject, err)
+		return PublishResult{}, "", classify("publish "+m.Subject, err)
 	}
-	return PublishResult{Duplicate: ack.Duplicate, Seq: ack.Seq}, nil
+	return PublishResult{Duplicate: ack.Duplicate, Seq: ack.Seq}, ack.Stream, nil
 }
