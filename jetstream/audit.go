@@ -25,24 +25,53 @@ type AuditWriter struct {
 	failed  atomic.Uint64
 	onFail  func()
 	timeout time.Duration
-	// stopping shortens the retries while Run flushes at shutdown.
+	// stopping shortens the retries while Run flushes at shutdown; stopBy
+	// (Unix ns) is when the flush gives up on what is left.
 	stopping atomic.Bool
+	stopBy   atomic.Int64
+	// stopped: Run has returned or is flushing its last records; a record
+	// made now is counted lost, not left in the queue.
+	stopped atomic.Bool
 }
 
 // NewAuditWriter returns a writer with room for buffer pending records.
 // onFail (may be nil) is called once per lost record, e.g. to count it.
 func NewAuditWriter(c *Conn, logger *slog.Logger, buffer int, onFail func()) *AuditWriter {
+	return newAuditWriter(c.NC, logger, buffer, onFail, 5*time.Second, 4000)
+}
+
+// newAuditWriter: timeout bounds the wait for an ack; maxPending is
+// nats.go's bound on unanswered async publishes.
+func newAuditWriter(nc *nats.Conn, logger *slog.Logger, buffer int, onFail func(), timeout time.Duration, maxPending int) *AuditWriter {
 	if buffer <= 0 {
 		buffer = 4096
 	}
 	if onFail == nil {
 		onFail = func() {}
 	}
-	return &AuditWriter{js: c.JS, log: logger, ch: make(chan event.AuditRecord, buffer), onFail: onFail, timeout: 5 * time.Second}
+	// Its own JetStream handle, whose async publishes time out: a publish
+	// nobody answers (a request lost in a leader change, an R3 leader
+	// without quorum) otherwise stays pending in nats.go until a
+	// reconnect, and once maxPending of them pile up every later audit
+	// write stalls and fails, though AUDIT is healthy again.
+	jsc, err := js.New(nc, js.WithPublishAsyncTimeout(timeout), js.WithPublishAsyncMaxPending(maxPending))
+	if err != nil {
+		panic(err) // only for invalid options, which these are not
+	}
+	return &AuditWriter{js: jsc, log: logger, ch: make(chan event.AuditRecord, buffer), onFail: onFail, timeout: timeout}
 }
+
+// auditStopFlush bounds the flush at shutdown, all batches together: with
+// AUDIT unavailable, a few seconds of trying is all a stop can spare
+// before the process manager's kill.
+const auditStopFlush = 5 * time.Second
 
 // Record queues r. It never blocks.
 func (w *AuditWriter) Record(r event.AuditRecord) {
+	if w.stopped.Load() {
+		w.lost(r, "audit writer stopped")
+		return
+	}
 	select {
 	case w.ch <- r:
 	default:
@@ -83,22 +112,45 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 				case <-linger.C:
 					break fill
 				case <-ctx.Done():
-					w.stopping.Store(true) // short retries from here on
-					break fill             // written now; the rest below
+					w.stop() // short retries from here on
+					break fill
 				}
 			}
 			linger.Stop()
-			w.write(batch)
+			w.write(ctx, batch)
 		case <-ctx.Done():
-			w.stopping.Store(true)
+			w.stop()
+			w.stopped.Store(true)
 			for {
 				if batch = w.takeQueued(batch[:0]); len(batch) == 0 {
 					return nil
 				}
-				w.write(batch)
+				if time.Now().UnixNano() >= w.stopBy.Load() {
+					w.lostAtStop(batch)
+					continue
+				}
+				w.write(ctx, batch)
 			}
 		}
 	}
+}
+
+func (w *AuditWriter) stop() {
+	if w.stopBy.Load() == 0 {
+		w.stopBy.Store(time.Now().Add(auditStopFlush).UnixNano())
+	}
+	w.stopping.Store(true)
+}
+
+// lostAtStop counts records the stop's flush had no time left for, with
+// one log line per batch instead of one per record.
+func (w *AuditWriter) lostAtStop(batch []event.AuditRecord) {
+	for range batch {
+		w.failed.Add(1)
+		w.onFail()
+	}
+	w.log.Error("audit records lost at shutdown", slog.Int("records", len(batch)),
+		slog.String("error", "AUDIT did not take them within "+auditStopFlush.String()))
 }
 
 // takeQueued appends what is queued now to batch, up to its capacity,
@@ -170,15 +222,18 @@ func (w *AuditWriter) pack(batch []event.AuditRecord) []*auditMsg {
 	return msgs
 }
 
-func (w *AuditWriter) write(batch []event.AuditRecord) {
+func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 	todo := w.pack(batch)
-	retry := auditRetry
-	if w.stopping.Load() {
-		retry = 2 * time.Second
-	}
-	deadline := time.Now().Add(retry)
+	deadline := time.Now().Add(auditRetry)
 	delay := 100 * time.Millisecond
 	for len(todo) > 0 {
+		if ctx.Err() != nil {
+			w.stop() // also when the stop came while a batch was taken
+		}
+		if w.stopping.Load() {
+			// A stop cuts a write under way short too.
+			deadline = time.Unix(0, min(deadline.UnixNano(), w.stopBy.Load()))
+		}
 		futures := make([]js.PubAckFuture, len(todo))
 		var lastErr string
 		for i, m := range todo {
@@ -191,7 +246,7 @@ func (w *AuditWriter) write(batch []event.AuditRecord) {
 			futures[i] = f
 		}
 		var failed []*auditMsg
-		timeout := time.NewTimer(w.timeout)
+		timeout := time.NewTimer(max(min(w.timeout, time.Until(deadline)), time.Millisecond))
 		for i, f := range futures {
 			if f == nil {
 				failed = append(failed, todo[i])
@@ -220,7 +275,7 @@ func (w *AuditWriter) write(batch []event.AuditRecord) {
 			return
 		}
 		if len(failed) > 0 {
-			time.Sleep(delay)
+			time.Sleep(max(min(delay, time.Until(deadline)), 0))
 			delay = min(2*delay, time.Second)
 		}
 		todo = failed

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 func TestAuditWriterAppendsEveryRecord(t *testing.T) {
@@ -132,5 +135,105 @@ func TestAuditWriterNeverBlocks(t *testing.T) {
 	}
 	if lost != 6 || w.Failed() != 6 {
 		t.Fatalf("lost = %d (Failed %d), want 6", lost, w.Failed())
+	}
+}
+
+func auditRec(provider string, i int) event.AuditRecord {
+	return event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionAccepted, Provider: provider,
+		Key: fmt.Sprintf("%s:a:evt:%d", provider, i), Actor: event.ActorGateway}
+}
+
+// Writes AUDIT does not answer (a request lost in a leader change, an R3
+// leader without quorum) must not stay pending in nats.go: once its bound
+// on unanswered async publishes (4000; 16 here) was reached, every later
+// audit write failed while the process ran, though AUDIT was back.
+func TestAuditWriterRecoversAfterUnansweredWrites(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	// AUDIT stops answering: its subjects have interest, nobody replies.
+	if err := c.JS.DeleteStream(t.Context(), StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	var swallowed atomic.Int64
+	hole, err := c.NC.Subscribe("audit.>", func(*nats.Msg) { swallowed.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w := newAuditWriter(c.NC, slog.New(slog.DiscardHandler), 1024, nil, 100*time.Millisecond, 16)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for i := range 16 { // 16 providers: 16 messages a batch, the async bound
+		w.Record(auditRec(fmt.Sprintf("p%d", i), 1))
+	}
+	waitUntil(t, "a round of audit writes swallowed unanswered", func() bool { return swallowed.Load() >= 16 })
+	// AUDIT is back.
+	if err := hole.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Provision(t.Context(), c.JS, testStreams()); err != nil {
+		t.Fatal(err)
+	}
+	w.Record(auditRec("probe", 1))
+	waitUntil(t, "the record made after AUDIT came back in AUDIT", func() bool {
+		s, err := c.JS.Stream(t.Context(), StreamAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(t.Context(), js.WithSubjectFilter("audit.accepted.probe"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(info.State.Subjects) > 0
+	})
+}
+
+// With AUDIT gone, the flush at a stop gives up on everything left after
+// auditStopFlush, all batches together (it gave each batch of 256 its own
+// 2 s: with serve's 8192 queued, a minute or more, past any process
+// manager's patience), and counts what it lost.
+func TestAuditWriterStopIsBoundedWhenAuditIsDown(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	if err := c.JS.DeleteStream(t.Context(), StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	var lost atomic.Int64
+	w := NewAuditWriter(c, slog.New(slog.DiscardHandler), 8192, func() { lost.Add(1) })
+	for i := range 8192 {
+		w.Record(auditRec("p", i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the stop, with everything still queued
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	select {
+	case <-done:
+	case <-time.After(4 * auditStopFlush): // a liveness bound, not a timing goal
+		t.Fatalf("Run still flushing %s after the stop (limit %s); %d lost so far", 4*auditStopFlush, auditStopFlush, lost.Load())
+	}
+	if lost.Load() != 8192 || w.Failed() != 8192 {
+		t.Fatalf("lost %d (Failed %d), want all 8192 counted", lost.Load(), w.Failed())
+	}
+	// After the stop a record is counted lost, not left in the queue.
+	w.Record(auditRec("late", 1))
+	if w.Failed() != 8193 {
+		t.Fatalf("a record after the stop: Failed %d, want 8193", w.Failed())
+	}
+}
+
+// waitUntil polls cond for up to 30 s (the internal tests' waitFor).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
