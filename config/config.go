@@ -309,6 +309,11 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 	}
 	c.src = &source{lines: d.lines}
 	c.setDefaults(func(key string) bool { return d.set[key] })
+	if !d.set["nats.embedded.token"] {
+		// The contract's default is "${HOOKGATE_NATS_TOKEN:-}": the
+		// variable counts without the line in the file.
+		c.NATS.Embedded.Token = Secret(getenv("HOOKGATE_NATS_TOKEN"))
+	}
 	c.resolvePaths(baseDir)
 	return c, nil
 }

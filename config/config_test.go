@@ -373,3 +373,19 @@ func TestLogSlogLevel(t *testing.T) {
 		}
 	}
 }
+
+// The contract's default token is "${HOOKGATE_NATS_TOKEN:-}": the variable
+// counts without the line in the file; a token in the file wins.
+func TestTokenFromEnvironmentByDefault(t *testing.T) {
+	env := map[string]string{"HOOKGATE_NATS_TOKEN": "from-env"}
+	const provider = "providers:\n  p:\n    signature: { scheme: github, secrets: [s] }\n"
+	if got := mustParse(t, provider, env).NATS.Embedded.Token.Reveal(); got != "from-env" {
+		t.Errorf("no token in the file: %q, want HOOKGATE_NATS_TOKEN's", got)
+	}
+	if got := mustParse(t, "nats: { embedded: { token: in-file } }\n"+provider, env).NATS.Embedded.Token.Reveal(); got != "in-file" {
+		t.Errorf("token in the file: %q, want in-file", got)
+	}
+	if got := mustParse(t, provider, nil).NATS.Embedded.Token.Reveal(); got != "" {
+		t.Errorf("neither: %q, want empty (generated at start)", got)
+	}
+}

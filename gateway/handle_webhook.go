@@ -17,7 +17,6 @@ import (
 
 	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
-	"github.com/nats-io/nats.go"
 )
 
 // answer is the JSON body of every webhook answer.
@@ -236,8 +235,8 @@ const (
 // headers minus credentials, hop-by-hop ones and anything that would steer
 // JetStream (Nats-*) or impersonate hookgate (Hookgate-*), plus the
 // Hookgate-* headers with the extracted raw values.
-func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload, k DerivedKey, now time.Time) (nats.Header, error) {
-	h := make(nats.Header, len(in)+7)
+func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload, k DerivedKey, now time.Time) (map[string][]string, error) {
+	h := make(map[string][]string, len(in)+7)
 	hop := hopHeaders(in)
 	size := 0
 	for name, vals := range in {

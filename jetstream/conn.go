@@ -3,6 +3,8 @@ package jetstream
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,6 +59,13 @@ func Connect(o ConnectOptions) (*Conn, error) {
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
+		var op *net.OpError
+		switch {
+		case errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization"):
+			err = fmt.Errorf("%w: %w", ErrAuthorization, err)
+		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused"):
+			err = fmt.Errorf("%w: %w", ErrNoServer, err)
+		}
 		return nil, fmt.Errorf("connect to NATS: %w: %w", ErrUnavailable, err)
 	}
 	timeout := o.APITimeout

@@ -1,6 +1,7 @@
 package jetstream_test
 
 import (
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -31,4 +32,34 @@ func TestEmbeddedListenAddressInUse(t *testing.T) {
 		t.Fatalf("after the failed start: %v", err)
 	}
 	e.Shutdown()
+}
+
+// Connect tells a refused token from an address where nothing listens (the
+// CLI answers the first "check the token" and opens data_dir itself on the
+// second).
+func TestConnectErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = jetstream.Connect(jetstream.ConnectOptions{Name: "test", URL: "nats://" + addr, Token: "x"})
+	if !errors.Is(err, jetstream.ErrNoServer) || !errors.Is(err, jetstream.ErrUnavailable) || errors.Is(err, jetstream.ErrAuthorization) {
+		t.Fatalf("nothing listening: %v; want ErrNoServer and ErrUnavailable", err)
+	}
+	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), Listen: addr, Token: "right", MaxPayload: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	_, err = jetstream.Connect(jetstream.ConnectOptions{Name: "test", URL: "nats://" + addr, Token: "wrong"})
+	if !errors.Is(err, jetstream.ErrAuthorization) || errors.Is(err, jetstream.ErrNoServer) {
+		t.Fatalf("wrong token: %v; want ErrAuthorization", err)
+	}
+	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "test", URL: "nats://" + addr, Token: "right"})
+	if err != nil {
+		t.Fatalf("right token: %v", err)
+	}
+	c.Close()
 }

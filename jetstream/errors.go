@@ -25,6 +25,11 @@ var (
 	// ErrConfigConflict: an existing stream differs from the config in a way
 	// that JetStream cannot update in place.
 	ErrConfigConflict = errors.New("stream config conflict")
+	// ErrAuthorization: the NATS server refused the credentials or token.
+	ErrAuthorization = errors.New("nats refused the credentials")
+	// ErrNoServer: nothing answered at the NATS address (refused, or no
+	// server reachable). Connect wraps it with ErrUnavailable.
+	ErrNoServer = errors.New("no nats server answered")
 )
 
 // JetStream error codes this package reacts to (nats-server's

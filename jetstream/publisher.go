@@ -15,8 +15,8 @@ import (
 // adds the Nats-* headers it needs.
 type Message struct {
 	Subject string
-	Key     string // idempotency key: Nats-Msg-Id and the claim
-	Header  nats.Header
+	Key     string              // idempotency key: Nats-Msg-Id and the claim
+	Header  map[string][]string // a nats.Header or http.Header will do
 	Body    []byte
 	// Deadline, when set, bounds Publish with its retries like a ctx
 	// deadline would, without a timer of its own (the gateway sets it per
@@ -115,7 +115,7 @@ func retryable(err error) bool {
 // request to the nanosecond. Without one (GRANTS), or when the message
 // cannot be read, it says no: the answer stays "duplicate".
 func (p *Publisher) storedByThisCall(ctx context.Context, m Message, stream string, seq uint64) bool {
-	at := m.Header.Get(event.HeaderReceivedAt)
+	at := nats.Header(m.Header).Get(event.HeaderReceivedAt)
 	if at == "" || stream == "" {
 		return false
 	}

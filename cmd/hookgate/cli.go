@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
-	"github.com/nats-io/nats.go"
 )
 
 // openForCLI reaches the running system for an operator command: through
@@ -34,9 +31,9 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 		switch {
 		case err == nil:
 			return &system{cfg: cfg, conn: c}, nil
-		case errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization"):
+		case errors.Is(err, jetstream.ErrAuthorization):
 			return nil, fmt.Errorf("nats at %s refused the token: check nats.embedded.token or %s/%s", listen, cfg.NATS.Embedded.DataDir, jetstream.TokenFile)
-		case !refused(err):
+		case !errors.Is(err, jetstream.ErrNoServer):
 			return nil, fmt.Errorf("nats at %s: %w", listen, err)
 		}
 		// Nothing listens: hookgate is not running; open data_dir below.
@@ -46,11 +43,6 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 		return nil, fmt.Errorf("%w; set nats.embedded.listen so the CLI can reach the running hookgate", err)
 	}
 	return s, err
-}
-
-func refused(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused")
 }
 
 // cliContext bounds an operator command.

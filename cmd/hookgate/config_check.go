@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/hookgate/hookgate/config"
 )
@@ -62,11 +63,16 @@ func loadConfig(path string, getenv func(string) string) (*config.Config, error)
 		return nil, usagef("no config: pass --config FILE or set HOOKGATE_CONFIG")
 	}
 	cfg, err := config.Load(path, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("config %s:\n%w", path, err)
+	if err == nil {
+		err = cfg.Validate()
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s:\n%w", path, err)
+	if err != nil {
+		// One line for one problem (a missing file); a line each for more.
+		sep := ": "
+		if strings.Contains(err.Error(), "\n") {
+			sep = ":\n"
+		}
+		return nil, fmt.Errorf("config %s%s%w", path, sep, err)
 	}
 	return cfg, nil
 }

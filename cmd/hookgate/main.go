@@ -58,7 +58,7 @@ Usage:
   hookgate replay --config FILE [--since T] [--until T] [--from-seq N] [--to-seq N]
                   [--provider P] [--subject S] [--dry-run] [--redeliver] [--force]
                                           re-feed stored events through the consumer rules
-  hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--dry-run]
+  hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--provider P] [--reason TEXT] [--dry-run]
                                           dead letters: inspect and re-feed
   hookgate trace KEY --config FILE [--json]
                                           everything known about one event

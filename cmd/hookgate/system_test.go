@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hookgate/hookgate/config"
@@ -31,5 +34,22 @@ func TestLargestBodyLimitServes(t *testing.T) {
 	}
 	if largest != 64<<20-64<<10 {
 		t.Fatalf("largest max_body_bytes accepted: %d, want %d", largest, 64<<20-64<<10)
+	}
+}
+
+// A config that cannot be read is one line naming the file; problems in
+// one that can are a line each.
+func TestLoadConfigErrorLines(t *testing.T) {
+	_, err := loadConfig(filepath.Join(t.TempDir(), "missing.yaml"), func(string) string { return "" })
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "missing.yaml: read config") {
+		t.Fatalf("missing file: %q, want one line naming it", err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("http: { max_body_bytes: 0, timeouts: { read: 0s } }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadConfig(bad, func(string) string { return "" })
+	if err == nil || strings.Count(err.Error(), "\n") < 2 {
+		t.Fatalf("two problems: %q, want the file, then a line each", err)
 	}
 }
