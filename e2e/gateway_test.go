@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -276,5 +277,18 @@ func TestGatewayBadRequests(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %s = %d", path, resp.StatusCode)
 		}
+	}
+	// A stream deleted under a running hookgate makes it not ready, named.
+	if err := j.DeleteStream(t.Context(), "AUDIT"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = client.Get(hg.baseURL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "AUDIT") {
+		t.Fatalf("/readyz without AUDIT = %d %s, want 503 naming AUDIT", resp.StatusCode, body)
 	}
 }

@@ -96,10 +96,14 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 	return s, nil
 }
 
-// Ready reports whether JetStream answers and WEBHOOKS exists.
+// Ready reports whether JetStream answers and every stream and bucket
+// hookgate writes to exists (one deleted at runtime is named).
 func (s *system) Ready(ctx context.Context) error {
-	if _, err := s.conn.JS.Stream(ctx, jetstream.StreamWebhooks); err != nil {
-		return fmt.Errorf("jetstream: %w", err)
+	for _, name := range []string{jetstream.StreamWebhooks, jetstream.StreamGrants, jetstream.StreamDLQ, jetstream.StreamAudit,
+		"KV_" + jetstream.BucketMarks, "KV_" + jetstream.BucketApplied} {
+		if _, err := s.conn.JS.Stream(ctx, name); err != nil {
+			return fmt.Errorf("jetstream %s: %w", name, err)
+		}
 	}
 	return nil
 }
