@@ -124,15 +124,63 @@ func TestStopHandsBackUndispatchedMessage(t *testing.T) {
 	})
 }
 
-// downMarks is a WATERMARKS that never answers.
-type downMarks struct{}
-
-func (downMarks) Get(context.Context, string) (consumer.Mark, uint64, error) {
-	return consumer.Mark{}, 0, errors.New("nats: timeout")
+// downMarks is a WATERMARKS that does not answer its first `down` calls
+// (all, when down is negative), then works as memMarks.
+type downMarks struct {
+	*memMarks
+	mu    sync.Mutex
+	down  int
+	calls int
 }
 
-func (downMarks) Put(context.Context, string, consumer.Mark, uint64) (uint64, error) {
-	return 0, errors.New("nats: timeout")
+func (d *downMarks) fail() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls++
+	return d.down < 0 || d.calls <= d.down
+}
+
+func (d *downMarks) tries() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls
+}
+
+func (d *downMarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
+	if d.fail() {
+		return consumer.Mark{}, 0, errors.New("nats: timeout")
+	}
+	return d.memMarks.Get(ctx, key)
+}
+
+func (d *downMarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
+	if d.fail() {
+		return 0, errors.New("nats: timeout")
+	}
+	return d.memMarks.Put(ctx, key, m, rev)
+}
+
+// A store that does not answer for a moment (a leader election) is waited
+// out in place, the delivery kept alive: handed back instead, the event
+// could be overtaken by newer events of its subject and turn stale.
+func TestStoreBlipIsRetriedInPlace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		marks := &downMarks{memMarks: newMemMarks(), down: 3}
+		grants := &grantLog{}
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: grants}}}}
+		proc := consumer.NewProcessor(rules, marks, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		d := &countingDelivery{}
+		ev := spec{key: "k", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
+		out := proc.Process(t.Context(), &consumer.Message{Event: ev, Deliveries: 1, Delivery: d})
+		if acks, naks := d.acked(); out.Decision != consumer.Applied || acks != 1 || naks != 0 || d.count() == 0 {
+			t.Fatalf("%+v, acked %d, naked %d, kept alive %d times; want applied in place, kept alive", out, acks, naks, d.count())
+		}
+		if got := grants.calls(); len(got) != 1 {
+			t.Fatalf("GRANTS publishes %v, want one", got)
+		}
+	})
 }
 
 // While the store does not answer, Process retries in place (up to 3.2 s
@@ -141,17 +189,21 @@ func TestStopInterruptsInPlaceRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
 			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
-		proc := consumer.NewProcessor(rules, downMarks{}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+		marks := &downMarks{memMarks: newMemMarks(), down: -1}
+		proc := consumer.NewProcessor(rules, marks, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
 			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
 		d := &countingDelivery{}
 		ev := spec{key: "k", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- proc.Run(ctx, newList(&consumer.Message{Event: ev, Deliveries: 1, Delivery: d}), 1) }()
-		// Virtual time: after tries at 0, 0.1, 0.3, 0.7 and 1.5 s the lane
-		// sleeps 3.2 s; stop in the middle of that sleep.
+		// Virtual time: after tries at 0, 0.1, 0.3, 0.7, 1.5 and 3.1 s the
+		// lane sleeps 3.2 s; stop in the middle of that sleep.
 		time.Sleep(3200 * time.Millisecond)
 		synctest.Wait()
+		if n := marks.tries(); n != 6 || d.count() == 0 {
+			t.Fatalf("%d tries, kept alive %d times by the stop; want 6 tries in place, kept alive", n, d.count())
+		}
 		stopAt := time.Now()
 		cancel()
 		if err := <-done; err != nil {
