@@ -97,10 +97,15 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 }
 
 // Ready reports whether JetStream answers and every stream and bucket
-// hookgate writes to exists (one deleted at runtime is named).
+// this instance's roles write to exists (one deleted at runtime is named).
+// The buckets belong to the consumer, which provisions them: a
+// gateway-only instance does not wait for them.
 func (s *system) Ready(ctx context.Context) error {
-	for _, name := range []string{jetstream.StreamWebhooks, jetstream.StreamGrants, jetstream.StreamDLQ, jetstream.StreamAudit,
-		"KV_" + jetstream.BucketMarks, "KV_" + jetstream.BucketApplied} {
+	names := []string{jetstream.StreamWebhooks, jetstream.StreamGrants, jetstream.StreamDLQ, jetstream.StreamAudit}
+	if s.cfg.Roles.Consumer {
+		names = append(names, "KV_"+jetstream.BucketMarks, "KV_"+jetstream.BucketApplied)
+	}
+	for _, name := range names {
 		if _, err := s.conn.JS.Stream(ctx, name); err != nil {
 			return fmt.Errorf("jetstream %s: %w", name, err)
 		}

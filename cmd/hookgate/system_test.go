@@ -53,3 +53,30 @@ func TestLoadConfigErrorLines(t *testing.T) {
 		t.Fatalf("two problems: %q, want the file, then a line each", err)
 	}
 }
+
+// Ready asks for what the instance's roles write to: the consumer's
+// buckets only where the consumer runs (and provisions them), or a
+// gateway-only instance would never be ready.
+func TestReadyFollowsRoles(t *testing.T) {
+	for _, consumer := range []bool{false, true} {
+		t.Run(fmt.Sprint("consumer=", consumer), func(t *testing.T) {
+			yaml := fmt.Sprintf("roles: { gateway: true, consumer: %t }\nnats: { embedded: { data_dir: %q } }\n", consumer, t.TempDir())
+			cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "test", readWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			err = s.Ready(t.Context()) // streams provisioned, buckets not yet
+			switch {
+			case !consumer && err != nil:
+				t.Fatalf("gateway only: %v, want ready", err)
+			case consumer && (err == nil || !strings.Contains(err.Error(), "KV_WATERMARKS")):
+				t.Fatalf("with the consumer, before its buckets: %v, want not ready naming KV_WATERMARKS", err)
+			}
+		})
+	}
+}
