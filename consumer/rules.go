@@ -77,17 +77,24 @@ func MarkKey(ev Event) string {
 	return ev.Provider + "." + event.Token(ev.Account) + "." + event.Token(ev.Subject)
 }
 
-// keyShards is how many leases share the events without a subject (under
-// ordering none) of one provider and account.
-const keyShards = 64
+// KeyShards is how many leases share the events without a subject (under
+// ordering none) of one provider, whatever their account: a constant of
+// the WATERMARKS layout (every instance must pick the same entry for a
+// key), large enough that lanes spread (the lane follows the lease) and a
+// slow event holds up few others.
+const KeyShards = 1024
+
+// KeyShardToken is the second level of the key-shard entries
+// (<provider>.=K.<n>). No account token can be it: tokens escape = as =3D
+// and write a byte as = and two hex digits.
+const KeyShardToken = "=K"
 
 // leaseKey is the WATERMARKS entry whose lease an event's effects run
-// under: its subject's mark or, without a subject, one of keyShards
-// entries by key (two deliveries of one key meet there). A fourth level
-// can never be a subject's key: tokens have no dots.
+// under: its subject's mark or, without a subject, one of KeyShards
+// entries by key (two deliveries of one key meet there).
 func leaseKey(ev Event) string {
 	if ev.Subject != "" {
 		return MarkKey(ev)
 	}
-	return MarkKey(ev) + ".=K" + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(ev.Key))%keyShards), 10)
+	return ev.Provider + "." + KeyShardToken + "." + strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(ev.Key))%KeyShards), 10)
 }

@@ -1,6 +1,9 @@
 package event
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // Headers hookgate adds to a stored event (WEBHOOKS), and carries to GRANTS,
 // DLQ and forwarded requests. Values are the raw extracted values, not
@@ -27,34 +30,48 @@ func WebhookSubject(provider, account string) string {
 	return "webhooks." + provider + "." + Token(account)
 }
 
+// HeaderQuoted lists (comma-separated) the Hookgate-* headers of a stored
+// event whose value is Go-quoted (see HeaderValue). Absent on events
+// stored before it, whose values are read as they are.
+const HeaderQuoted = "Hookgate-Quoted"
+
 // HeaderValue encodes an extracted value (account, subject, occurred_at,
 // type) for its Hookgate-* header so that it reads back exactly: a NATS
 // header cannot carry a control character such as CR or LF, and loses
-// leading and trailing white space. Such a value, and one that starts
-// with a double quote (so the form stays unambiguous), is stored Go-quoted
-// (strconv.Quote); any other value as it is.
-func HeaderValue(v string) string {
+// leading and trailing white space. Such a value is stored Go-quoted
+// (strconv.Quote), and quoted says so (the header is then listed in
+// HeaderQuoted); any other value as it is.
+func HeaderValue(v string) (stored string, quoted bool) {
 	if v == "" {
-		return v
+		return v, false
 	}
-	quote := v[0] == '"' || v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t'
+	quote := v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t'
 	for i := 0; i < len(v) && !quote; i++ {
 		quote = v[i] < 0x20 || v[i] == 0x7f
 	}
 	if !quote {
-		return v
+		return v, false
 	}
-	return strconv.Quote(v)
+	return strconv.Quote(v), true
 }
 
-// FromHeaderValue reverses HeaderValue. A value that does not unquote
-// (written by a version before HeaderValue) is returned as it is.
-func FromHeaderValue(s string) string {
-	if len(s) < 2 || s[0] != '"' {
-		return s
+// ExtractedValue reads the extracted value a stored event's header name
+// holds: unquoted when HeaderQuoted lists it, else as it is.
+func ExtractedValue(h map[string][]string, name string) string {
+	v := first(h[name])
+	for _, q := range strings.Split(first(h[HeaderQuoted]), ",") {
+		if q == name {
+			if u, err := strconv.Unquote(v); err == nil {
+				return u
+			}
+		}
 	}
-	if v, err := strconv.Unquote(s); err == nil {
-		return v
+	return v
+}
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
 	}
-	return s
+	return vs[0]
 }

@@ -81,6 +81,9 @@ func (s *server) handleWebhook() http.Handler {
 			Header:   hdr,
 			Body:     body,
 			Deadline: pubStart.Add(s.publishLimit),
+			// A first write whose answer came late is "accepted", not
+			// "duplicate".
+			TellOwnWrite: true,
 		})
 		took := time.Since(pubStart).Seconds()
 		if err != nil {
@@ -251,11 +254,15 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	if size > MaxStoredRequestHeaders {
 		return nil, fmt.Errorf("%w: %d bytes would be stored with the event, at most %d", errHeadersTooLarge, size, MaxStoredRequestHeaders)
 	}
-	account := event.HeaderValue(k.Account)
+	var quoted []string // headers whose value is Go-quoted
+	account, q := event.HeaderValue(k.Account)
+	if q {
+		quoted = append(quoted, event.HeaderAccount)
+	}
 	if len(account) > MaxExtractedValue {
 		// The contract makes any account a key ("never an error"): store
 		// the bounded form the key and the WEBHOOKS subject carry.
-		account = k.AccountInKey
+		account, quoted = k.AccountInKey, nil
 	}
 	// One backing array for the Hookgate-* values instead of a slice each.
 	vals := make([]string, 0, 7)
@@ -282,8 +289,15 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 			if len(v) > MaxExtractedValue {
 				return nil, fmt.Errorf("%w: %s is %d bytes, at most %d", errValueTooLong, f.src, len(v), MaxExtractedValue)
 			}
-			set(f.name, event.HeaderValue(v))
+			sv, q := event.HeaderValue(v)
+			if q {
+				quoted = append(quoted, f.name)
+			}
+			set(f.name, sv)
 		}
+	}
+	if len(quoted) > 0 {
+		h[event.HeaderQuoted] = []string{strings.Join(quoted, ",")}
 	}
 	return h, nil
 }

@@ -180,7 +180,7 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 		}
 		return ""
 	}
-	value := func(name string) string { return event.FromHeaderValue(get(name)) }
+	value := func(name string) string { return event.ExtractedValue(h, name) }
 	ev := consumer.Event{
 		Key:         get(event.HeaderKey),
 		Provider:    get(event.HeaderProvider),

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/consumer"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -47,8 +48,11 @@ type BucketStatus struct {
 	Name   string
 	Exists bool
 	Values uint64 // entries (history is 1: one per key)
-	Bytes  uint64
-	TTL    time.Duration // 0: entries never expire
+	// KeyShards (WATERMARKS): entries that are the leases of events without
+	// a subject (<provider>.=K.<n>), not a subject's watermark.
+	KeyShards uint64
+	Bytes     uint64
+	TTL       time.Duration // 0: entries never expire
 }
 
 // Position is how far a consumer got.
@@ -212,6 +216,18 @@ func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, erro
 	}
 	bs.Exists = true
 	bs.Values, bs.Bytes, bs.TTL = s.Values(), s.Bytes(), s.TTL()
+	if name == BucketMarks && bs.Values > 0 {
+		// At most consumer.KeyShards per provider: cheap to list.
+		st, err := c.JS.Stream(ctx, "KV_"+name)
+		if err != nil {
+			return bs, classify("bucket "+name, err)
+		}
+		info, err := st.Info(ctx, js.WithSubjectFilter(kvSubjectPrefix(name)+"*."+consumer.KeyShardToken+".*"))
+		if err != nil {
+			return bs, classify("bucket "+name, err)
+		}
+		bs.KeyShards = uint64(len(info.State.Subjects))
+	}
 	return bs, nil
 }
 

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -397,5 +398,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Events without a subject lease key-shard entries in WATERMARKS; status
+// counts them apart from the subjects' watermarks.
+func TestStatusCountsKeyShardsApart(t *testing.T) {
+	env := jstest.Start(t, "")
+	noop := consumer.EffectFunc(func(context.Context, consumer.Event) error { return nil })
+	rules := map[string]consumer.Rule{
+		"gh":     {Effects: []consumer.Effect{noop}},
+		"grants": {Watermark: true, Effects: []consumer.Effect{noop}},
+	}
+	p := consumer.NewProcessor(rules, env.Marks, env.Applied, nil, discardAudit{}, slog.New(slog.DiscardHandler), nil,
+		consumer.Options{Owner: "a", MaxDeliver: 3, LeaseTTL: time.Minute})
+	events := []consumer.Event{
+		{Key: "grants:default:evt:1", Provider: "grants", Account: "default", Subject: "G-1", OccurredAt: time.Now(), Seq: 1},
+		{Key: "grants:default:evt:2", Provider: "grants", Account: "default", Subject: "G-2", OccurredAt: time.Now(), Seq: 2},
+	}
+	for i := range 50 {
+		events = append(events, consumer.Event{Key: fmt.Sprintf("gh:default:dig:%d", i), Provider: "gh", Account: "default", Seq: uint64(i + 3)})
+	}
+	for _, ev := range events {
+		if out := p.ProcessOnce(t.Context(), ev, 1); out.Decision != consumer.Applied {
+			t.Fatalf("%s: %+v", ev.Key, out)
+		}
+	}
+	st, err := jetstream.ReadStatus(t.Context(), env.Conn, jetstream.StatusOptions{Horizon: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.Bucket(jetstream.BucketMarks)
+	if b.KeyShards == 0 || b.KeyShards > 50 || b.Values-b.KeyShards != 2 {
+		t.Fatalf("WATERMARKS %d entries, %d of them key shards; want the 2 subjects apart from 1-50 shards", b.Values, b.KeyShards)
 	}
 }

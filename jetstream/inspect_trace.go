@@ -183,8 +183,8 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 			h := m.Header
 			se := StoredEvent{
 				Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC(),
-				EventSubject: event.FromHeaderValue(h.Get(event.HeaderSubject)), Type: event.FromHeaderValue(h.Get(event.HeaderType)),
-				OccurredAt: event.FromHeaderValue(h.Get(event.HeaderOccurredAt)), Account: event.FromHeaderValue(h.Get(event.HeaderAccount)),
+				EventSubject: event.ExtractedValue(h, event.HeaderSubject), Type: event.ExtractedValue(h, event.HeaderType),
+				OccurredAt: event.ExtractedValue(h, event.HeaderOccurredAt), Account: event.ExtractedValue(h, event.HeaderAccount),
 			}
 			if t, err := time.Parse(time.RFC3339Nano, h.Get(event.HeaderReceivedAt)); err == nil {
 				se.ReceivedAt = t.UTC()

@@ -22,6 +22,12 @@ type Message struct {
 	// deadline would, without a timer of its own (the gateway sets it per
 	// request; each attempt already has one).
 	Deadline time.Time
+	// TellOwnWrite: when an attempt's answer was lost and a retry is
+	// answered duplicate, read the stored message to tell this call's own
+	// write (then the result is new) from an earlier one, by the
+	// Hookgate-Received-At header. The gateway sets it: the sender's answer
+	// and the audit record say which it was.
+	TellOwnWrite bool
 }
 
 // PublishResult says what JetStream did with a Message.
@@ -72,7 +78,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 	ambiguous := false // an attempt failed in a way that may have stored m
 	for {
 		res, stream, err := p.publishOnce(ctx, m)
-		if err == nil && res.Duplicate && ambiguous {
+		if err == nil && res.Duplicate && ambiguous && m.TellOwnWrite {
 			// The duplicate may be this call's own earlier attempt, whose
 			// answer came too late: then m is new.
 			res.Duplicate = !p.storedByThisCall(ctx, m, stream, res.Seq)
@@ -112,14 +118,18 @@ func retryable(err error) bool {
 
 // storedByThisCall reports whether the message at seq is m as this call
 // sent it: the same Hookgate-Received-At, which the gateway sets per
-// request to the nanosecond. Without one (GRANTS), or when the message
-// cannot be read, it says no: the answer stays "duplicate".
+// request to the nanosecond. Without one, or when the message cannot be
+// read within the call's time, it says no: the answer stays "duplicate".
 func (p *Publisher) storedByThisCall(ctx context.Context, m Message, stream string, seq uint64) bool {
 	at := nats.Header(m.Header).Get(event.HeaderReceivedAt)
 	if at == "" || stream == "" {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
+	limit := p.timeout
+	if !m.Deadline.IsZero() {
+		limit = min(limit, time.Until(m.Deadline))
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
 	s, err := p.js.Stream(ctx, stream)
 	if err != nil {

@@ -94,6 +94,7 @@ func TestPublishLateAckIsNotADuplicate(t *testing.T) {
 		t.Helper()
 		m := msg("p:default:evt:late")
 		m.Header = nats.Header{event.HeaderReceivedAt: {receivedAt}}
+		m.TellOwnWrite = true
 		if err := c.NC.Flush(); err != nil { // the connection is idle: the next chunk is the ack
 			t.Fatal(err)
 		}

@@ -107,7 +107,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	  ack_floor_stream_seq, last_ack
 //	dlq_depth            letters in DLQ
 //	dlq_by_provider      {provider: letters}
-//	watermarks           subjects with a watermark (WATERMARKS values)
+//	watermarks           subjects with a watermark (WATERMARKS values, less
+//	                     the key-shard leases)
+//	key_shard_leases     WATERMARKS entries leasing events without a subject
 //	applied_keys         keys APPLIED remembers (they expire after the horizon);
 //	                     a watermark rule publishing to a subject with
 //	                     {subject} remembers by its GRANTS messages instead
@@ -128,6 +130,7 @@ type statusDoc struct {
 	DLQDepth      uint64            `json:"dlq_depth"`
 	DLQByProvider map[string]uint64 `json:"dlq_by_provider"`
 	Watermarks    uint64            `json:"watermarks"`
+	KeyShards     uint64            `json:"key_shard_leases"`
 	AppliedKeys   uint64            `json:"applied_keys"`
 	Dedup         dedupDoc          `json:"dedup"`
 }
@@ -183,7 +186,8 @@ func newStatusDoc(st jetstream.Status, via string) statusDoc {
 		Via:           via,
 		DLQDepth:      st.Stream(jetstream.StreamDLQ).Messages,
 		DLQByProvider: st.DLQByProvider,
-		Watermarks:    st.Bucket(jetstream.BucketMarks).Values,
+		Watermarks:    st.Bucket(jetstream.BucketMarks).Values - st.Bucket(jetstream.BucketMarks).KeyShards,
+		KeyShards:     st.Bucket(jetstream.BucketMarks).KeyShards,
 		AppliedKeys:   st.Bucket(jetstream.BucketApplied).Values,
 		Dedup: dedupDoc{
 			HorizonSeconds: seconds(st.Dedup.Horizon),
@@ -298,7 +302,12 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		}
 	}
 	fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s\n", size, shortDuration(d.Window))
-	fmt.Fprintf(tw, "watermarks\t%d\n", st.Bucket(jetstream.BucketMarks).Values)
+	marks := st.Bucket(jetstream.BucketMarks)
+	if marks.KeyShards > 0 {
+		fmt.Fprintf(tw, "watermarks\t%d subjects (and %d leases of events without a subject)\n", marks.Values-marks.KeyShards, marks.KeyShards)
+	} else {
+		fmt.Fprintf(tw, "watermarks\t%d\n", marks.Values)
+	}
 	_ = tw.Flush()
 }
 
