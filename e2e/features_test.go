@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -257,5 +260,51 @@ func TestLogLevel(t *testing.T) {
 				t.Fatalf("debug logged %d gateway lines (want 2) and %d applied (want 1):\n%s", gatewayLines, appliedLines, logs)
 			}
 		})
+	}
+}
+
+// A full WEBHOOKS (retention.webhooks.max_bytes reached; DiscardNew)
+// answers 503 with Retry-After and stores nothing; a retry of an event
+// already stored is still its 200 duplicate.
+func TestFullWebhooksAnswers503(t *testing.T) {
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0", max_body_bytes: 4096 }
+nats: { embedded: { data_dir: %q } }
+dedup: { horizon: 1h }
+retention: { webhooks: { max_age: 1h, max_bytes: 20000 } }
+roles: { consumer: false }
+providers:
+  mac: { signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["mac-secret"] } }
+`)
+	hg := start(t, cfg)
+	send := func(id string) response {
+		body := []byte(`{"id":"` + id + `","pad":"` + strings.Repeat("x", 3000) + `"}`)
+		mac := hmac.New(sha256.New, []byte("mac-secret"))
+		mac.Write(body)
+		return post(t, hg.baseURL+"/webhooks/mac", http.Header{"X-Sig": {"sha256=" + hex.EncodeToString(mac.Sum(nil))}}, body)
+	}
+	stored := 0
+	for i := 0; ; i++ {
+		if i == 20 {
+			t.Fatal("20 events of 3 KB all stored in a 20000-byte stream")
+		}
+		r := send(fmt.Sprint("e", i))
+		if r.status == http.StatusOK {
+			stored++
+			expect(t, r, 200, "status", "accepted")
+			continue
+		}
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "error") {
+			t.Fatalf("event %d into a full stream: %d %s, Retry-After %q; want 503 with an error and Retry-After", i, r.status, r.body, r.header.Get("Retry-After"))
+		}
+		break
+	}
+	if stored == 0 {
+		t.Fatal("nothing stored before the stream was full")
+	}
+	expect(t, send("e0"), 200, "status", "duplicate")
+	// The refused event was not stored: sent again it is refused again,
+	// not a duplicate.
+	if r := send(fmt.Sprint("e", stored)); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("the refused event sent again: %d %s, want 503 (nothing of it stored)", r.status, r.body)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -290,5 +292,38 @@ func TestGatewayBadRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "AUDIT") {
 		t.Fatalf("/readyz without AUDIT = %d %s, want 503 naming AUDIT", resp.StatusCode, body)
+	}
+}
+
+// A body of exactly max_body_bytes (65536 here) is stored whole, with all
+// the headers hookgate adds (the contract: such a body always fits a
+// JetStream message); one byte more is a 413, and nothing of it is stored.
+func TestGatewayBodyAtTheLimitIsStored(t *testing.T) {
+	e := newEnv(t, "")
+	hg := start(t, e.cfgPath)
+	j := natsClient(t, e.natsURL, natsToken)
+	body := func(n int) []byte {
+		head := `{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z","pad":"`
+		return []byte(head + strings.Repeat("x", n-len(head)-2) + `"}`)
+	}
+	at, over := body(65536), body(65537)
+	if len(at) != 65536 || len(over) != 65537 {
+		t.Fatalf("bodies of %d and %d bytes", len(at), len(over))
+	}
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_at_limit", at), at), 200, "status", "accepted")
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_over_limit", over), over), 413, "", "")
+	if keys := storedKeys(t, j); !slices.Equal(keys, []string{"grants:default:evt:msg_at_limit"}) {
+		t.Fatalf("stored %v, want only the body at the limit", keys)
+	}
+	s, err := j.Stream(t.Context(), "WEBHOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Data, at) {
+		t.Fatalf("stored body of %d bytes differs from the %d sent", len(m.Data), len(at))
 	}
 }

@@ -154,6 +154,9 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "1 -> 2") || !strings.Contains(out, "failed again") {
 		t.Fatalf("dlq replay while down (exit %d):\n%s", code, out)
 	}
+	if show, _, code := cli(t, "dlq", "show", "2", "--config", e.cfgPath); code != 0 || !strings.Contains(show, "Hookgate-Dlq-Previous-Seq: 1") {
+		t.Fatalf("dlq show of the re-appended letter (exit %d) does not name the old one:\n%s", code, show)
+	}
 	// Its AUDIT records are about WEBHOOKS seq 1 (the letter was DLQ 1).
 	waitFor(t, "the re-feed's AUDIT records", 10*time.Second, func() bool {
 		tr, _, _ := cli(t, "trace", "grants:default:evt:msg_dlq", "--config", e.cfgPath)
