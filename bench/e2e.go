@@ -97,12 +97,19 @@ func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResul
 		r.LagAtLoadEnd = l
 	}
 	deadline := loadEnd.Add(timeout)
+	var stillLag uint64
+	var stillSince time.Time
 	for {
 		a, l, err := m.sample(ctx)
 		if err == nil && l == 0 {
 			r.Drained = true
 			r.Applied = a
 			break
+		}
+		if err == nil && l != stillLag {
+			stillLag, stillSince = l, time.Now()
+		} else if err == nil && r.Stall == "" && time.Since(stillSince) >= stallAfter {
+			r.Stall = m.describe(ctx, l, time.Since(loadEnd))
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			r.Applied = a
@@ -134,3 +141,20 @@ func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResul
 }
 
 func (m *e2eMonitor) close() { m.nc.Close() }
+
+// stallAfter is how long the lag must stand still in a drain to be
+// described as a stall.
+const stallAfter = 5 * time.Second
+
+// describe is the consumer's state during a stall.
+func (m *e2eMonitor) describe(ctx context.Context, lag uint64, at time.Duration) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	cons, err := m.j.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+	if err != nil {
+		return fmt.Sprintf("lag %d still for %s, %.1fs after the load: %v", lag, stallAfter, at.Seconds(), err)
+	}
+	i := cons.CachedInfo()
+	return fmt.Sprintf("lag %d still for %s, %.1fs after the load: pending %d, ack pending %d, redelivered %d, waiting pulls %d, delivered seq %d, ack floor seq %d",
+		lag, stallAfter, at.Seconds(), i.NumPending, i.NumAckPending, i.NumRedelivered, i.NumWaiting, i.Delivered.Stream, i.AckFloor.Stream)
+}

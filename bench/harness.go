@@ -169,7 +169,11 @@ func e2eNote(e *E2EResult) string {
 	if e == nil {
 		return ""
 	}
-	return fmt.Sprintf("  applied %.0f/s (%d of %d stored), lag 0 after %.1fs: %t", e.AppliedRate, e.Applied, e.Stored, e.DrainSeconds, e.Drained)
+	s := fmt.Sprintf("  applied %.0f/s (%d of %d stored), lag 0 after %.1fs: %t", e.AppliedRate, e.Applied, e.Stored, e.DrainSeconds, e.Drained)
+	if e.Stall != "" {
+		s += "; stalled: " + e.Stall
+	}
+	return s
 }
 
 func nonce() string {

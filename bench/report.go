@@ -42,15 +42,19 @@ type RoundResult struct {
 
 // E2EResult is what the end-to-end round measured about the consumer.
 type E2EResult struct {
-	Stored          uint64  `json:"stored"`  // WEBHOOKS messages
-	Applied         uint64  `json:"applied"` // GRANTS messages
-	LoadSeconds     float64 `json:"load_seconds"`
-	DrainSeconds    float64 `json:"drain_seconds"` // load end to lag 0
-	Drained         bool    `json:"drained"`
-	AppliedRate     float64 `json:"applied_per_s"` // Applied / (load start to lag 0)
-	AppliedDuring   float64 `json:"applied_per_s_during_load"`
-	AppliedPeak     float64 `json:"applied_per_s_peak_1s"`
-	LagAtLoadEnd    uint64  `json:"lag_at_load_end"`
+	Stored        uint64  `json:"stored"`  // WEBHOOKS messages
+	Applied       uint64  `json:"applied"` // GRANTS messages
+	LoadSeconds   float64 `json:"load_seconds"`
+	DrainSeconds  float64 `json:"drain_seconds"` // load end to lag 0
+	Drained       bool    `json:"drained"`
+	AppliedRate   float64 `json:"applied_per_s"` // Applied / (load start to lag 0)
+	AppliedDuring float64 `json:"applied_per_s_during_load"`
+	AppliedPeak   float64 `json:"applied_per_s_peak_1s"`
+	LagAtLoadEnd  uint64  `json:"lag_at_load_end"`
+	// Stall, when the lag stood still (and above 0) for stallAfter during
+	// the drain: the consumer's state then, to tell undelivered events
+	// (a pull that stopped) from delivered ones never acknowledged.
+	Stall           string  `json:"stall,omitempty"`
 	Timeline        []Point `json:"timeline"`
 	AppliedVsPeakGw float64 `json:"applied_vs_gateway_peak"` // AppliedRate / hmac rps
 }
