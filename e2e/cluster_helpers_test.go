@@ -411,6 +411,17 @@ type hgProc struct {
 	name string
 }
 
+// killedHard reports whether p has died of SIGKILL.
+func (p *hgProc) killedHard() bool {
+	select {
+	case <-p.done:
+	default:
+		return false
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
 // startServe runs `hookgate serve` like start, but also accepts the admin
 // line that a consumer-only instance prints instead of the gateway's.
 func startServe(t testing.TB, name, cfgPath string) *hgProc {

@@ -117,29 +117,75 @@ func waitSettled(t testing.TB, j js.JetStream, d time.Duration) time.Duration {
 	}
 }
 
-// waitStreamQuiet waits until stream's last sequence stops moving for a
-// second (the audit writers flushed).
-func waitStreamQuiet(t testing.TB, j js.JetStream, stream string, d time.Duration) {
+// waitAuditHasLoggedDecisions waits until AUDIT holds a record for every
+// decision (applied, stale, dead-lettered) a hookgate process logged,
+// except those of a process killed with SIGKILL (its queued records may
+// be lost, by design) and those whose loss the process logged ("audit
+// write failed", counted in the metric). So decisions reach AUDIT under
+// the test's faults: it waits for that state, not for a lull.
+func waitAuditHasLoggedDecisions(t testing.TB, j js.JetStream, procs []*hgProc, d time.Duration) {
 	t.Helper()
-	var prev uint64
-	var since time.Time
-	waitFor(t, stream+" quiet", d, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		s, err := j.Stream(ctx, stream)
-		if err != nil {
-			return false
+	type decision struct{ key, decision string }
+	want := map[decision]bool{}
+	for _, p := range procs {
+		if p.killedHard() {
+			continue
 		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			return false
+		logged, lost, lostAtStop := map[decision]bool{}, map[string]bool{}, false
+		sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var line struct{ Msg, Key, Decision string }
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				continue
+			}
+			switch line.Msg {
+			case "event":
+				if line.Decision == "applied" || line.Decision == "stale" || line.Decision == "dead-lettered" {
+					logged[decision{line.Key, line.Decision}] = true
+				}
+			case "audit write failed":
+				lost[line.Key] = true
+			case "audit records lost at shutdown":
+				lostAtStop = true
+			}
 		}
-		if info.State.LastSeq != prev || since.IsZero() {
-			prev, since = info.State.LastSeq, time.Now()
-			return false
+		if lostAtStop {
+			continue
 		}
-		return time.Since(since) >= time.Second
-	})
+		for dec := range logged {
+			if !lost[dec.key] {
+				want[dec] = true
+			}
+		}
+	}
+	var missing []string
+	for end := time.Now().Add(d); ; time.Sleep(500 * time.Millisecond) {
+		have := map[decision]bool{}
+		for _, m := range scanStream(t, j, "AUDIT") {
+			recs, err := event.AuditRecords(m.data)
+			if err != nil {
+				t.Fatalf("AUDIT seq %d is not JSON lines: %v", m.seq, err)
+			}
+			for _, rec := range recs {
+				have[decision{rec.Key, rec.Decision}] = true
+			}
+		}
+		missing = missing[:0]
+		for dec := range want {
+			if !have[dec] {
+				missing = append(missing, dec.decision+" "+dec.key)
+			}
+		}
+		if len(missing) == 0 {
+			t.Logf("all %d decisions logged by processes not killed are in AUDIT", len(want))
+			return
+		}
+		if time.Now().After(end) {
+			sort.Strings(missing)
+			t.Fatalf("%d of %d logged decisions not in AUDIT after %s, e.g. %v", len(missing), len(want), d, firstN(missing, 5))
+		}
+	}
 }
 
 // forwardReceiver is a forward target that records every delivery.
@@ -269,7 +315,7 @@ func reconcile(t testing.TB, j js.JetStream, l *load, o reconcileOptions) reconc
 	}
 	waitSettled(t, j, o.settleWithin)
 	r.settle = time.Since(stopped)
-	waitStreamQuiet(t, j, "AUDIT", 15*time.Second)
+	waitAuditHasLoggedDecisions(t, j, o.procs, 30*time.Second)
 
 	// WEBHOOKS: every acknowledged key stored exactly once, nothing else.
 	stored := map[string]int{}
