@@ -141,6 +141,21 @@ type StatusOptions struct {
 	Now time.Time
 }
 
+// ReadStreams reads what the four streams hold against their limits (a
+// missing one has Exists false): the cheap part of ReadStatus, for
+// metrics.
+func ReadStreams(ctx context.Context, c *Conn) ([]StreamStatus, error) {
+	var out []StreamStatus
+	for _, name := range []string{StreamWebhooks, StreamGrants, StreamDLQ, StreamAudit} {
+		ss, err := streamStatus(ctx, c, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ss)
+	}
+	return out, nil
+}
+
 // ReadStatus reads the streams, buckets and consumers. Missing ones are
 // reported with Exists false; errors are ErrUnavailable (wrapped) when
 // JetStream does not answer.

@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The largest http.max_body_bytes `config check` accepts is one the
@@ -78,5 +81,63 @@ func TestReadyFollowsRoles(t *testing.T) {
 				t.Fatalf("with the consumer, before its buckets: %v, want not ready naming KV_WATERMARKS", err)
 			}
 		})
+	}
+}
+
+// The stream gauges read the streams at each scrape; JetStream gone, up
+// is 0 and the scrape still answers.
+func TestStreamMetrics(t *testing.T) {
+	cfg, err := config.Parse(fmt.Appendf(nil, "nats: { embedded: { data_dir: %q } }\n", t.TempDir()), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "test", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pub := jetstream.NewPublisher(s.conn, 5*time.Second)
+	if _, err := pub.Publish(t.Context(), jetstream.Message{Subject: "webhooks.p.default", Key: "p:default:evt:1", Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newStreamCollector(s.conn))
+	gauge := func(name, stream string) (float64, bool) {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if stream == "" || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == stream) {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+		return 0, false
+	}
+	for _, c := range []struct {
+		name, stream string
+		want         float64
+	}{
+		{"hookgate_jetstream_up", "", 1},
+		{"hookgate_stream_messages", "WEBHOOKS", 1},
+		{"hookgate_stream_messages", "DLQ", 0},
+		{"hookgate_stream_max_bytes", "WEBHOOKS", 10e9},
+	} {
+		if got, ok := gauge(c.name, c.stream); !ok || got != c.want {
+			t.Errorf("%s{stream=%q} = %v (present %v), want %v", c.name, c.stream, got, ok, c.want)
+		}
+	}
+	if got, _ := gauge("hookgate_stream_bytes", "WEBHOOKS"); got <= 0 {
+		t.Errorf("hookgate_stream_bytes{stream=WEBHOOKS} = %v, want > 0", got)
+	}
+	s.embedded.Shutdown()
+	if got, ok := gauge("hookgate_jetstream_up", ""); !ok || got != 0 {
+		t.Errorf("with JetStream gone: up = %v (present %v), want 0", got, ok)
 	}
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// streamCollector reads the streams at each scrape, so alerts can see a
+// growing DLQ or WEBHOOKS nearing its max_bytes (where the gateway starts
+// answering 503) before a sender does.
+type streamCollector struct {
+	conn                      *jetstream.Conn
+	up, msgs, bytes, maxBytes *prometheus.Desc
+}
+
+func newStreamCollector(conn *jetstream.Conn) *streamCollector {
+	label := []string{"stream"}
+	return &streamCollector{
+		conn:     conn,
+		up:       prometheus.NewDesc("hookgate_jetstream_up", "1 when JetStream answered this scrape's stream reads, else 0.", nil, nil),
+		msgs:     prometheus.NewDesc("hookgate_stream_messages", "Messages a stream holds (DLQ: letters waiting for an operator).", label, nil),
+		bytes:    prometheus.NewDesc("hookgate_stream_bytes", "Bytes a stream holds.", label, nil),
+		maxBytes: prometheus.NewDesc("hookgate_stream_max_bytes", "A stream's retention max_bytes (absent without a limit); WEBHOOKS at it answers 503.", label, nil),
+	}
+}
+
+func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.up
+	ch <- c.msgs
+	ch <- c.bytes
+	ch <- c.maxBytes
+}
+
+func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	streams, err := jetstream.ReadStreams(ctx, c.conn)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
+	for _, s := range streams {
+		if !s.Exists {
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(c.msgs, prometheus.GaugeValue, float64(s.Messages), s.Name)
+		ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(s.Bytes), s.Name)
+		if s.MaxBytes > 0 {
+			ch <- prometheus.MustNewConstMetric(c.maxBytes, prometheus.GaugeValue, float64(s.MaxBytes), s.Name)
+		}
+	}
+}
