@@ -129,3 +129,27 @@ func auditHas(t testing.TB, j js.JetStream, decision, key string) bool {
 	}
 	return false
 }
+
+// Long extracted values (1 KiB each, tripled by the token escapes) once
+// built a GRANTS subject past NATS's 4096-byte protocol line: the server
+// closed the consumer's connection, serve exited, and the redelivered
+// event took it down again after every restart. Tokens are bounded now:
+// the event applies and hookgate keeps serving.
+func TestConsumerSurvivesLongExtractedValues(t *testing.T) {
+	e := newEnv(t, "")
+	hg := start(t, e.cfgPath)
+	j := natsClient(t, e.natsURL, natsToken)
+	url := hg.baseURL + "/webhooks/grants"
+	subject, level := strings.Repeat("é", 500), strings.Repeat("é", 250) // 1000 bytes each way, 3000 encoded
+	body := []byte(`{"grant_id":"` + subject + `","type":"` + level + `.` + level + `","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "msg_long", body), body), 200, "status", "accepted")
+	normal := []byte(`{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "msg_normal", normal), normal), 200, "status", "accepted")
+	waitFor(t, "both events applied", 30*time.Second, func() bool { return len(grantsKeys(t, j)) == 2 })
+	select {
+	case <-hg.done:
+		t.Fatalf("hookgate exited:\n%s", hg.stderr.String())
+	default:
+	}
+	expect(t, post(t, url, signGrants(t, "msg_after", normal), normal), 200, "status", "accepted")
+}

@@ -1,6 +1,9 @@
 package event
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestToken(t *testing.T) {
 	tests := []struct{ in, want string }{
@@ -62,4 +65,27 @@ func FuzzToken(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %q, %v", s, tok, back, ok)
 		}
 	})
+}
+
+// A value whose encoding would pass MaxToken is its digest: a subject
+// stays far under NATS's 4096-byte protocol line whatever the sender puts
+// in an account, subject or type.
+func TestTokenBounded(t *testing.T) {
+	long := strings.Repeat("é", 512) // 1 KiB, 6 KiB encoded
+	tok := Token(long)
+	if len(tok) != 66 || !strings.HasPrefix(tok, "=H") || Token(long+"x") == tok {
+		t.Fatalf("Token of 1 KiB = %q; want =H and a digest, distinct per value", tok)
+	}
+	if _, ok := DecodeToken(tok); ok {
+		t.Fatalf("DecodeToken(%q) ok: a digest must not read as an encoding", tok)
+	}
+	if edge := strings.Repeat("a", MaxToken); Token(edge) != edge {
+		t.Fatalf("a safe value of MaxToken bytes is encoded %q", Token(edge))
+	}
+	if dotted := strings.Repeat("a.", 200) + "b"; len(Tokens(dotted)) > 256 || !strings.HasPrefix(Tokens(dotted), "=H") {
+		t.Fatalf("Tokens of 200 levels = %q, want one digest token", Tokens(dotted))
+	}
+	if Tokens("award.disbursed") != "award.disbursed" {
+		t.Fatalf("Tokens(award.disbursed) = %q", Tokens("award.disbursed"))
+	}
 }
