@@ -112,13 +112,16 @@ func (s *server) handleWebhook() http.Handler {
 	})
 }
 
+// maxPrealloc is the most readBody allocates before the bytes arrive.
+const maxPrealloc = 64 << 10
+
 // readBody reads at most limit bytes; a larger body is errTooLarge.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, fmt.Errorf("%w: %d bytes, max_body_bytes is %d", errTooLarge, r.ContentLength, limit)
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength >= 0 {
+	if r.ContentLength >= 0 && r.ContentLength <= maxPrealloc {
 		// The usual case: read exactly the declared length into one
 		// allocation (net/http reports a body shorter than declared as
 		// io.ErrUnexpectedEOF and never returns bytes beyond it).
@@ -128,9 +131,16 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		}
 		return body, nil
 	}
+	// A larger declared length is not trusted with memory up front: an
+	// unauthenticated sender could pin max_body_bytes per connection for
+	// timeouts.read by declaring it and sending nothing. Grow as bytes come.
 	var buf bytes.Buffer
+	buf.Grow(maxPrealloc)
 	if _, err := buf.ReadFrom(rd); err != nil {
 		return nil, bodyError(err, limit)
+	}
+	if r.ContentLength >= 0 && int64(buf.Len()) != r.ContentLength {
+		return nil, bodyError(io.ErrUnexpectedEOF, limit)
 	}
 	return buf.Bytes(), nil
 }
