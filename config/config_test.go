@@ -13,10 +13,18 @@ import (
 )
 
 func TestLoadExamplesAreValid(t *testing.T) {
+	// Shopify puts the shop only in an unsigned header: the example keeps
+	// it, and the warning that says so.
+	expected := map[string]string{"multi.yaml": "providers.shop.account.header"}
 	for _, name := range []string{"contract.yaml", "minimal.yaml", "multi.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			c := mustLoad(t, name)
-			if ps := c.Check(); len(ps) != 0 {
+			ps := c.Check()
+			if key := expected[name]; key != "" {
+				wantProblem(t, ps, key, "is not signed by the shopify scheme", true)
+				ps = slices.DeleteFunc(ps, func(p Problem) bool { return p.Key == key })
+			}
+			if len(ps) != 0 {
 				t.Errorf("Check() = \n%v\nwant no problems", ps)
 			}
 			if err := c.Validate(); err != nil {

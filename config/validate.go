@@ -288,6 +288,11 @@ func checkProvider(k *checker, name string, p Provider) {
 	if p.Account.JSON != "" {
 		checkBarePointer(k, key+".account.json", p.Account.JSON)
 	}
+	if h := p.Account.Header; h != "" && known && !signsHeader(scheme, h) {
+		// The account is part of the key: another value makes a new event,
+		// and any header-sourced subject, occurred_at or type rides along.
+		k.warnf(key+".account.header", "header %s is not signed by the %s scheme: a captured delivery re-sent with another value is stored as a new event of that account (take the account from the body where the sender puts it there)", h, scheme)
+	}
 
 	if p.RateLimit.PerSecond < 0 {
 		k.errorf(key+".rate_limit.per_second", "must be 0 (off) or more, got %d", p.RateLimit.PerSecond)

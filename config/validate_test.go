@@ -125,6 +125,7 @@ func TestValidate(t *testing.T) {
 		{"tolerance stripe", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Tolerance = SchemeStripe, -time.Second }), "providers.p.signature.tolerance", "must be > 0: the stripe scheme", false},
 		{"hmac without header", p(func(p *Provider) { p.Signature.Scheme = SchemeHMACSHA256 }), "providers.p.signature.header", "required with hmac-sha256", false},
 		{"hmac bad header", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Header = SchemeHMACSHA256, "X Sig" }), "providers.p.signature.header", `header name "X Sig" has a character not allowed`, false},
+		{"account from an unsigned header", p(func(p *Provider) { p.Account.Header = "X-Tenant" }), "providers.p.account.header", "header X-Tenant is not signed by the standard-webhooks scheme", true},
 		{"header on another scheme", p(func(p *Provider) { p.Signature.Header = "X-Sig" }), "providers.p.signature.header", "only hmac-sha256 reads it, the scheme is standard-webhooks: remove it", false},
 		{"tolerance negative", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Tolerance = SchemeGitHub, -time.Minute }), "providers.p.signature.tolerance", "must not be negative", false},
 		{"secret with newline", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret\n"} }), "providers.p.signature.secrets[0]", "ends with a line break", false},
