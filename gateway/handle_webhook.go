@@ -180,11 +180,14 @@ func (s *server) reject(w http.ResponseWriter, p *provider, key string, err erro
 	}
 	msg := err.Error()
 	s.metrics.requests.WithLabelValues(p.name, event.DecisionRejected, fmt.Sprint(status)).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelWarn, "webhook rejected",
-		slog.String("provider", p.name), slog.String("key", key),
-		slog.String("decision", event.DecisionRejected), slog.Int("status", status), slog.String("reason", msg))
 	now := s.deps.Now()
+	// The log line goes with the audit record, under the same limit: an
+	// unauthenticated flood must not fill the disk through the log either.
 	if ok, suppressed := s.rejects.allow(p.name, now); ok {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "webhook rejected",
+			slog.String("provider", p.name), slog.String("key", key),
+			slog.String("decision", event.DecisionRejected), slog.Int("status", status), slog.String("reason", msg),
+			slog.Int("suppressed", suppressed))
 		s.deps.Audit.Record(event.AuditRecord{
 			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Key: key,
 			Status: status, Reason: msg, Actor: event.ActorGateway, Suppressed: suppressed,

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,12 @@ const testSecret = "gateway-test-secret"
 // JetStream. extra is appended to the provider's YAML block; opts adjust
 // the deps (a clock, say).
 func newGateway(t *testing.T, extra string, opts ...func(*gateway.Deps)) (*httptest.Server, *jstest.Env, *auditRecorder) {
+	t.Helper()
+	return newGatewayLog(t, extra, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+}
+
+// newGatewayLog is newGateway logging to logger.
+func newGatewayLog(t *testing.T, extra string, logger *slog.Logger, opts ...func(*gateway.Deps)) (*httptest.Server, *jstest.Env, *auditRecorder) {
 	t.Helper()
 	env := jstest.Start(t, "")
 	yaml := `
@@ -63,7 +70,7 @@ providers:
 	for _, o := range opts {
 		o(&deps)
 	}
-	h, err := gateway.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, deps)
+	h, err := gateway.NewServer(logger, cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +204,9 @@ func TestRejectedFloodIsAuditedSparingly(t *testing.T) {
 	// stands for.
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC).UnixNano())
-	srv, _, audit := newGateway(t, "", func(d *gateway.Deps) { d.Now = func() time.Time { return time.Unix(0, clock.Load()) } })
+	var log lockedBuffer
+	srv, _, audit := newGatewayLog(t, "", slog.New(slog.NewJSONHandler(&log, nil)),
+		func(d *gateway.Deps) { d.Now = func() time.Time { return time.Unix(0, clock.Load()) } })
 	for range 50 {
 		do(t, srv, http.Header{"X-Sig": {"sha256=00"}}, `{"id":"x"}`)
 	}
@@ -215,6 +224,30 @@ func TestRejectedFloodIsAuditedSparingly(t *testing.T) {
 	if want := []int{0, 0, 0, 0, 0, 45}; !slices.Equal(got, want) {
 		t.Fatalf("rejected records' suppressed counts %v for 51 forged requests, want %v", got, want)
 	}
+	// The log is held to the same limit (a flood must not fill the disk
+	// through it either).
+	if n := strings.Count(log.String(), `"msg":"webhook rejected"`); n != 6 {
+		t.Fatalf("%d 'webhook rejected' log lines for 51 forged requests, want 6", n)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger written from the server's
+// goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestMetricsCountDecisions reads /metrics after one request of each kind:
