@@ -25,15 +25,21 @@ import (
 // "keys-fill" child): an embedded server with a WEBHOOKS-like stream
 // (file store, 96 h duplicate window, so every id stays in the server's
 // dedup map), baseline RSS, N publishes with Nats-Msg-Id, then RSS again
-// once the file store's block caches have expired. Optionally an
-// APPLIED-like KV bucket (one subject per key, TTL = horizon) is filled the
-// same way: hookgate's consumer keeps one entry per applied key there, so
-// it is the other half of "all of the dedup horizon's store".
+// once the file store's block caches have expired. Then a GRANTS-like
+// stream with the same 96 h window gets the same ids: hookgate's consumer
+// publishes every applied event to GRANTS with Nats-Msg-Id = key, and
+// GRANTS keeps a horizon-long window too, so an applied key costs both.
+// Optionally an APPLIED-like KV bucket (one subject per key, TTL =
+// horizon) is filled the same way: providers that remember applied keys
+// there (ordering none, and the like) pay that too.
 
 const (
 	keysStream  = "KEYS"
 	keysSubject = "webhooks.bench.acct-1"
-	keysBucket  = "APPLIEDBENCH"
+	// keysGrants is the GRANTS-like stream.
+	keysGrants        = "GRANTSBENCH"
+	keysGrantsSubject = "grants.bench.G-1-1.grant=2Eupdated"
+	keysBucket        = "APPLIEDBENCH"
 	// KeysResultPrefix starts the one stdout line a keys child answers with.
 	KeysResultPrefix = "keys-result: "
 	// KeysReadyLine is what the restart child prints the moment the old id
@@ -59,19 +65,23 @@ type KeysFillOptions struct {
 
 // KeysFill is what the fill child measured.
 type KeysFill struct {
-	N             int     `json:"n"`
-	IDBytes       int     `json:"id_bytes"`
-	BodyBytes     int     `json:"body_bytes"`
-	FillSeconds   float64 `json:"fill_seconds"`
-	FillRate      float64 `json:"fill_msgs_per_s"`
-	RSSBase       int64   `json:"rss_base"`
-	RSSAfter      int64   `json:"rss_after"`
-	HeapBase      uint64  `json:"heap_base"`
-	HeapAfter     uint64  `json:"heap_after"`
-	BytesPerKey   float64 `json:"rss_bytes_per_key"`
-	HeapPerKey    float64 `json:"heap_bytes_per_key"`
-	DiskBytes     int64   `json:"disk_bytes"`
-	StreamMsgs    uint64  `json:"stream_msgs"`
+	N           int     `json:"n"`
+	IDBytes     int     `json:"id_bytes"`
+	BodyBytes   int     `json:"body_bytes"`
+	FillSeconds float64 `json:"fill_seconds"`
+	FillRate    float64 `json:"fill_msgs_per_s"`
+	RSSBase     int64   `json:"rss_base"`
+	RSSAfter    int64   `json:"rss_after"`
+	HeapBase    uint64  `json:"heap_base"`
+	HeapAfter   uint64  `json:"heap_after"`
+	BytesPerKey float64 `json:"rss_bytes_per_key"`
+	HeapPerKey  float64 `json:"heap_bytes_per_key"`
+	DiskBytes   int64   `json:"disk_bytes"`
+	StreamMsgs  uint64  `json:"stream_msgs"`
+	// GRANTS-like window: RSS after it was filled too, and its share.
+	GrantsRSS     int64   `json:"grants_rss_after"`
+	GrantsPerKey  float64 `json:"grants_rss_bytes_per_key"`
+	GrantsHeap    float64 `json:"grants_heap_bytes_per_key"`
 	AppliedN      int     `json:"applied_n,omitempty"`
 	AppliedRSS    int64   `json:"applied_rss_after,omitempty"`
 	AppliedPerKey float64 `json:"applied_rss_bytes_per_key,omitempty"`
@@ -124,6 +134,11 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	sc := FloorStream(4 << 20)
 	sc.Name, sc.Subjects, sc.MaxBytes = keysStream, []string{"webhooks.>"}, -1
 	if _, err := j.CreateStream(ctx, sc); err != nil {
+		return err
+	}
+	gc := FloorStream(4 << 20)
+	gc.Name, gc.Subjects, gc.MaxBytes = keysGrants, []string{"grants.>"}, -1
+	if _, err := j.CreateStream(ctx, gc); err != nil {
 		return err
 	}
 	if o.Applied {
@@ -184,6 +199,16 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.BytesPerKey = float64(res.RSSAfter-res.RSSBase) / float64(o.N)
 	res.HeapPerKey = (float64(res.HeapAfter) - float64(res.HeapBase)) / float64(o.N)
 	res.DiskBytes = dirSize(filepath.Join(o.Dir, "jetstream"))
+	err = fill("GRANTS ids", o.N, func(i int) *nats.Msg {
+		return &nats.Msg{Subject: keysGrantsSubject, Header: keysHeaders(KeyID(i)), Data: body}
+	}, func(i int) []js.PublishOpt { return []js.PublishOpt{js.WithMsgID(KeyID(i))} })
+	if err != nil {
+		return err
+	}
+	rssG, heapG := settledMemory(o.Settle)
+	res.GrantsRSS = rssG
+	res.GrantsPerKey = float64(rssG-res.RSSAfter) / float64(o.N)
+	res.GrantsHeap = (float64(heapG) - float64(res.HeapAfter)) / float64(o.N)
 	if o.Applied {
 		val := []byte(KeyID(0))
 		err = fill("APPLIED entries", o.N, func(i int) *nats.Msg {
@@ -195,8 +220,8 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 		rss, heap := settledMemory(o.Settle)
 		res.AppliedN = o.N
 		res.AppliedRSS = rss
-		res.AppliedPerKey = float64(rss-res.RSSAfter) / float64(o.N)
-		res.AppliedHeap = (float64(heap) - float64(res.HeapAfter)) / float64(o.N)
+		res.AppliedPerKey = float64(rss-res.GrantsRSS) / float64(o.N)
+		res.AppliedHeap = (float64(heap) - float64(heapG)) / float64(o.N)
 	}
 	m, _ := ReadMemory(os.Getpid())
 	res.PeakRSS = m.Peak

@@ -214,8 +214,12 @@ func (w *worker) run(ctx context.Context) workerResult {
 		}
 		r.statuses[status]++
 		if status != 200 {
+			// An error is not throughput: a gateway answering 401 fast
+			// (a signing mistake) must not look like one beating the floor.
 			r.fail(status, fmt.Errorf("status %d: %s", status, truncate(string(body), 200)))
-		} else if bytes.Contains(body, []byte(`"duplicate"`)) {
+			continue
+		}
+		if bytes.Contains(body, []byte(`"duplicate"`)) {
 			r.duplicates++
 		} else {
 			r.accepted++
