@@ -42,7 +42,7 @@ bench: build
 	$(GO) build -o $(BENCH) ./cmd/hookgate-bench
 	./$(BENCH) -hookgate $(BIN) -out bench/results $(BENCHFLAGS)
 
-## bench-keys-10m: memory per tracked key and restart-to-ready at 10 M keys (~12 min, ~17 GB disk)
+## bench-keys-10m: memory per tracked key and restart-to-ready at 10 M keys (~25 min, ~34 GB disk: WEBHOOKS and GRANTS windows)
 bench-keys-10m: build
 	$(GO) build -o $(BENCH) ./cmd/hookgate-bench
 	./$(BENCH) -hookgate $(BIN) -out bench/results -rounds 0 -profile=false -keys 10000000 -name keys-10m
