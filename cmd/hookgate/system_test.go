@@ -63,17 +63,8 @@ func TestLoadConfigErrorLines(t *testing.T) {
 func TestReadyFollowsRoles(t *testing.T) {
 	for _, consumer := range []bool{false, true} {
 		t.Run(fmt.Sprint("consumer=", consumer), func(t *testing.T) {
-			yaml := fmt.Sprintf("roles: { gateway: true, consumer: %t }\nnats: { embedded: { data_dir: %q } }\n", consumer, t.TempDir())
-			cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "test", readWrite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			err = s.Ready(t.Context()) // streams provisioned, buckets not yet
+			s := testSystem(t, fmt.Sprintf("roles: { gateway: true, consumer: %t }\n", consumer))
+			err := s.Ready(t.Context()) // streams provisioned, buckets not yet
 			switch {
 			case !consumer && err != nil:
 				t.Fatalf("gateway only: %v, want ready", err)
@@ -87,15 +78,7 @@ func TestReadyFollowsRoles(t *testing.T) {
 // The stream gauges read the streams at each scrape; JetStream gone, up
 // is 0 and the scrape still answers.
 func TestStreamMetrics(t *testing.T) {
-	cfg, err := config.Parse(fmt.Appendf(nil, "nats: { embedded: { data_dir: %q } }\n", t.TempDir()), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "test", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testSystem(t, "")
 	pub := jetstream.NewPublisher(s.conn, 5*time.Second)
 	if _, err := pub.Publish(t.Context(), jetstream.Message{Subject: "webhooks.p.default", Key: "p:default:evt:1", Body: []byte("{}")}); err != nil {
 		t.Fatal(err)
@@ -140,4 +123,20 @@ func TestStreamMetrics(t *testing.T) {
 	if got, ok := gauge("hookgate_jetstream_up", ""); !ok || got != 0 {
 		t.Errorf("with JetStream gone: up = %v (present %v), want 0", got, ok)
 	}
+}
+
+// testSystem opens an embedded system from yaml (a data_dir of its own
+// is added), closed at the end of the test.
+func testSystem(t *testing.T, yaml string) *system {
+	t.Helper()
+	cfg, err := config.Parse(fmt.Appendf(nil, "%snats: { embedded: { data_dir: %q } }\n", yaml, t.TempDir()), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "test", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
 }
