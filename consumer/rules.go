@@ -40,6 +40,20 @@ func (g GrantsEffect) Apply(ctx context.Context, ev Event) error {
 // tokens so they cannot change the subject's shape; the type's dots become
 // subject levels.
 func RenderSubject(tmpl string, ev Event) string {
+	s := renderSubject(tmpl, ev)
+	if len(s) <= event.MaxSubject {
+		return s
+	}
+	// Too long to publish (see event.MaxSubject): the template's literal
+	// start, then a digest of the whole.
+	prefix := tmpl
+	if i := strings.IndexByte(tmpl, '{'); i >= 0 {
+		prefix = tmpl[:i]
+	}
+	return event.Bounded(s, prefix, event.MaxSubject)
+}
+
+func renderSubject(tmpl string, ev Event) string {
 	// A scan rather than a strings.Replacer: one per event cost more than
 	// the rest of the rendering.
 	var b strings.Builder
@@ -72,9 +86,11 @@ func RenderSubject(tmpl string, ev Event) string {
 	}
 }
 
-// MarkKey is the WATERMARKS key of an event's subject.
+// MarkKey is the WATERMARKS key of an event's subject: provider, account
+// and subject tokens, or, past event.MaxKey, the provider and a digest of
+// the whole (two levels: no three-level key can be it).
 func MarkKey(ev Event) string {
-	return ev.Provider + "." + event.Token(ev.Account) + "." + event.Token(ev.Subject)
+	return event.Bounded(ev.Provider+"."+event.Token(ev.Account)+"."+event.Token(ev.Subject), ev.Provider+".", event.MaxKey)
 }
 
 // KeyShards is how many leases share the events without a subject (under

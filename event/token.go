@@ -6,40 +6,23 @@ import (
 	"strings"
 )
 
-// MaxToken bounds a token: a value whose encoding would be longer is
-// written as its digest (see Token). NATS refuses a protocol line over
-// 4096 bytes by closing the connection, so a subject built from a few
-// unbounded tokens (an account, a subject and a type of 1 KiB each,
-// tripled by the escapes) would take the consumer's connection down with
-// it, and the event, redelivered, again after every restart.
-const MaxToken = 128
-
-// maxTokens bounds what Tokens writes for a dotted value.
-const maxTokens = 256
-
 // Token encodes an outside value (account, subject, one level of a type)
 // into one NATS subject or KV key token: bytes outside A-Z a-z 0-9 _ - become
 // =XX (uppercase hex), a missing or empty value is "=". The encoding is
 // injective, so two different values never share a token and no value can
-// change a subject's shape. A value whose encoding would pass MaxToken
-// bytes is written "=H" and the SHA-256 of the value in lowercase hex
-// ("=H" is no escape, so it cannot be another value's encoding).
+// change a subject's shape.
 func Token(v string) string {
 	if v == "" {
 		return "="
 	}
-	n := 0
+	safe := true
 	for i := 0; i < len(v); i++ {
-		if tokenSafe(v[i]) {
-			n++
-		} else {
-			n += 3
+		if !tokenSafe(v[i]) {
+			safe = false
+			break
 		}
 	}
-	switch {
-	case n > MaxToken:
-		return digestToken(v)
-	case n == len(v):
+	if safe {
 		return v
 	}
 	const hexdig = "0123456789ABCDEF"
@@ -58,15 +41,8 @@ func Token(v string) string {
 	return b.String()
 }
 
-// digestToken is the token of a value too long to encode.
-func digestToken(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return "=H" + hex.EncodeToString(sum[:])
-}
-
 // Tokens encodes a dotted value (a type such as "award.disbursed") level by
-// level, so each level becomes its own subject token; one that would pass
-// 256 bytes becomes a single digest token (see Token).
+// level, so each level becomes its own subject token.
 func Tokens(v string) string {
 	if v == "" {
 		return "="
@@ -75,10 +51,7 @@ func Tokens(v string) string {
 	for i, p := range parts {
 		parts[i] = Token(p)
 	}
-	if t := strings.Join(parts, "."); len(t) <= maxTokens {
-		return t
-	}
-	return digestToken(v)
+	return strings.Join(parts, ".")
 }
 
 // DecodeToken reverses Token. It reports false for a malformed token.
@@ -122,4 +95,29 @@ func unhex(c byte) (byte, bool) {
 
 func tokenSafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}
+
+// Longest subject or KV key hookgate writes whole. NATS closes a
+// connection that sends a protocol line over 4096 bytes; a GRANTS publish
+// adds about 70 bytes to its subject, a KV read of a watermark about 100
+// to its key. Before this bound one event with 1 KiB values (3 KiB once
+// escaped) built such a line: the server closed the consumer's
+// connection, serve stopped, and the redelivered event stopped it again
+// after every restart.
+const (
+	MaxSubject = 4000
+	MaxKey     = 3900
+)
+
+// Bounded returns s when it is at most max bytes, else prefix followed by
+// "=H" and the SHA-256 of s in lowercase hex. prefix is the part of s
+// that names its stream or bucket level (e.g. "grants."); "=H" is no
+// token escape, so the digest form is no other value's encoding. Every
+// subject short enough to have been written before keeps its form.
+func Bounded(s, prefix string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return prefix + "=H" + hex.EncodeToString(sum[:])
 }

@@ -67,25 +67,20 @@ func FuzzToken(f *testing.F) {
 	})
 }
 
-// A value whose encoding would pass MaxToken is its digest: a subject
-// stays far under NATS's 4096-byte protocol line whatever the sender puts
-// in an account, subject or type.
-func TestTokenBounded(t *testing.T) {
-	long := strings.Repeat("é", 512) // 1 KiB, 6 KiB encoded
-	tok := Token(long)
-	if len(tok) != 66 || !strings.HasPrefix(tok, "=H") || Token(long+"x") == tok {
-		t.Fatalf("Token of 1 KiB = %q; want =H and a digest, distinct per value", tok)
+// Subjects and keys past their bound become the prefix and a digest;
+// every one within it keeps its form (so an upgrade moves no watermark
+// and no GRANTS subject that worked before).
+func TestBounded(t *testing.T) {
+	short := "grants.p." + Token(strings.Repeat("é", 600)) // 3.6 KB: it worked before
+	if got := Bounded(short, "grants.", MaxSubject); got != short {
+		t.Fatalf("a %d-byte subject was changed to %q", len(short), got)
 	}
-	if _, ok := DecodeToken(tok); ok {
-		t.Fatalf("DecodeToken(%q) ok: a digest must not read as an encoding", tok)
+	long := short + "." + Token(strings.Repeat("é", 200))
+	got := Bounded(long, "grants.", MaxSubject)
+	if len(got) != len("grants.=H")+64 || !strings.HasPrefix(got, "grants.=H") || got == Bounded(long+"x", "grants.", MaxSubject) {
+		t.Fatalf("a %d-byte subject became %q; want grants.=H and a digest, distinct per subject", len(long), got)
 	}
-	if edge := strings.Repeat("a", MaxToken); Token(edge) != edge {
-		t.Fatalf("a safe value of MaxToken bytes is encoded %q", Token(edge))
-	}
-	if dotted := strings.Repeat("a.", 200) + "b"; len(Tokens(dotted)) > 256 || !strings.HasPrefix(Tokens(dotted), "=H") {
-		t.Fatalf("Tokens of 200 levels = %q, want one digest token", Tokens(dotted))
-	}
-	if Tokens("award.disbursed") != "award.disbursed" {
-		t.Fatalf("Tokens(award.disbursed) = %q", Tokens("award.disbursed"))
+	if _, ok := DecodeToken(strings.TrimPrefix(got, "grants.")); ok {
+		t.Fatalf("the digest token %q reads as an encoding", got)
 	}
 }
