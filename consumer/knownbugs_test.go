@@ -285,3 +285,47 @@ func TestLongEffectsKeepTheDeliveryAlive(t *testing.T) {
 		}
 	})
 }
+
+// indexedGrants is a grantLog that answers HasGrant, as jetstream.Effects
+// does, but keeps no duplicate window: every publish is a message.
+type indexedGrants struct{ *grantLog }
+
+func (g indexedGrants) HasGrant(_ context.Context, _, key string, _ time.Time) (bool, error) {
+	return slices.Contains(g.calls(), key), nil
+}
+
+// A holder that published to GRANTS and crashed before remembering the
+// key (APPLIED) or committing leaves its lease naming the key. The
+// takeover finds the GRANTS message and commits without publishing again:
+// GRANTS's duplicate window need not span the horizon, so after a long
+// outage a second publish would be a second message.
+func TestTakeoverFindsItsGrantAfterTheWindow(t *testing.T) {
+	for _, provider := range []string{provNone, provWatermark} {
+		t.Run(provider, func(t *testing.T) {
+			e := newBugEnv()
+			grants := indexedGrants{e.grants}
+			effects := []consumer.Effect{consumer.GrantsEffect{Template: "grants.{provider}", Grants: grants}} // no {subject}: APPLIED memory
+			rules := map[string]consumer.Rule{provider: {Watermark: provider == provWatermark, Effects: effects}}
+			newProc := func(owner string) *consumer.Processor {
+				return consumer.NewProcessor(rules, e.marks, e.applied, noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+					consumer.Options{Owner: owner, MaxDeliver: 3, LeaseTTL: time.Minute, Now: func() time.Time { return e.now }})
+			}
+			k := spec{key: "k1", provider: provider, subject: "G-1", at: at(10)}
+			a := newProc("a")
+			crashAt(a, "after-effects")
+			if out := deliver(a, k, 1); out.Decision != "crashed" {
+				t.Fatalf("first delivery: %+v, want crashed after its effects", out)
+			}
+			e.now = e.now.Add(48 * time.Hour) // a long outage: the lease is long gone
+			if out := deliver(newProc("b"), k, 2); out.Decision != consumer.Applied {
+				t.Fatalf("redelivery: %+v, want applied (settled)", out)
+			}
+			if got := e.grants.calls(); len(got) != 1 {
+				t.Fatalf("GRANTS publishes %v, want the first one only", got)
+			}
+			if out := deliver(newProc("c"), k, 3); out.Decision != consumer.AlreadyApplied {
+				t.Fatalf("a later redelivery: %+v, want already-applied (the key remembered)", out)
+			}
+		})
+	}
+}

@@ -63,11 +63,35 @@ func (p *Processor) seen(ctx context.Context, ev Event) (bool, error) {
 	if gm == nil {
 		return p.applied.Seen(ctx, ev.Key)
 	}
-	var since time.Time
-	if !ev.ReceivedAt.IsZero() {
-		since = ev.ReceivedAt.Add(-grantsClockSlack)
+	return gm.idx.HasGrant(ctx, RenderSubject(gm.tmpl, ev), ev.Key, grantsSince(ev))
+}
+
+// grantsSince is where a search of GRANTS for ev starts.
+func grantsSince(ev Event) time.Time {
+	if ev.ReceivedAt.IsZero() {
+		return time.Time{}
 	}
-	return gm.idx.HasGrant(ctx, RenderSubject(gm.tmpl, ev), ev.Key, since)
+	return ev.ReceivedAt.Add(-grantsClockSlack)
+}
+
+// inGrants reports whether ev is in GRANTS, for a rule whose last effect
+// publishes there to a store that can be searched (else false). A search
+// on a subject many events share stops after its bound (see HasGrant) and
+// may answer false; the effects then run again, deduplicated downstream
+// by the key.
+func (p *Processor) inGrants(ctx context.Context, r Rule, ev Event) (bool, error) {
+	if len(r.Effects) == 0 {
+		return false, nil
+	}
+	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	if !ok {
+		return false, nil
+	}
+	idx, ok := g.Grants.(GrantsIndex)
+	if !ok {
+		return false, nil
+	}
+	return idx.HasGrant(ctx, RenderSubject(g.Template, ev), ev.Key, grantsSince(ev))
 }
 
 // remember records ev's key as applied; a no-op where the GRANTS publish

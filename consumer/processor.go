@@ -313,11 +313,20 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	}
 
 	settled := false
-	if rule.Watermark && tookOver {
+	if tookOver {
 		// A holder before us, for this same key, may have run the effects
-		// and remembered the key, then stopped before committing. Then
-		// commit without running the effects again.
+		// (and remembered the key), then stopped before committing. Then
+		// commit without running the effects again. Its GRANTS message,
+		// published last, says so even where the key is remembered in
+		// APPLIED and the crash came before that: GRANTS's duplicate
+		// window does not span the horizon, so a re-publish after a long
+		// outage would be a second message.
 		seen, err := p.seen(ctx, ev)
+		if err == nil && !seen {
+			if seen, err = p.inGrants(ctx, rule, ev); seen && err == nil {
+				err = p.remember(ctx, ev)
+			}
+		}
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 		}

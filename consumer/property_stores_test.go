@@ -66,7 +66,7 @@ func (g grantsIndexed) HasGrant(ctx context.Context, subject, key string, _ time
 	defer w.mu.Unlock()
 	s := w.specs[key]
 	_, ok := w.published[key]
-	if want := "grants." + s.provider + "." + s.subject + "."; ok && !strings.HasPrefix(subject, want) {
+	if want := "grants." + s.provider + "." + event.Token(s.subject) + "."; ok && !strings.HasPrefix(subject, want) {
 		w.violatef("%s looked up on %s, published on %s...", key, subject, want)
 	}
 	return ok, nil
