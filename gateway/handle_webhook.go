@@ -121,26 +121,35 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, fmt.Errorf("%w: %d bytes, max_body_bytes is %d", errTooLarge, r.ContentLength, limit)
 	}
 	rd := http.MaxBytesReader(w, r.Body, limit)
-	if r.ContentLength >= 0 && r.ContentLength <= maxPrealloc {
-		// The usual case: read exactly the declared length into one
-		// allocation (net/http reports a body shorter than declared as
-		// io.ErrUnexpectedEOF and never returns bytes beyond it).
-		body := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(rd, body); err != nil {
-			return nil, bodyError(err, limit)
+	if n := r.ContentLength; n >= 0 {
+		// Read exactly the declared length (net/http reports a body
+		// shorter than declared as io.ErrUnexpectedEOF and never returns
+		// bytes beyond it). Up to maxPrealloc in one allocation; beyond,
+		// the declared length is not trusted with memory before the bytes
+		// come (an unauthenticated sender could pin max_body_bytes per
+		// connection for timeouts.read by declaring it and sending
+		// nothing): the buffer doubles as they arrive, never past n.
+		body := make([]byte, 0, min(n, maxPrealloc))
+		for int64(len(body)) < n {
+			if len(body) == cap(body) {
+				body = append(make([]byte, 0, min(2*int64(cap(body)), n)), body...)
+			}
+			k, err := rd.Read(body[len(body):cap(body)])
+			body = body[:len(body)+k]
+			if err == io.EOF && int64(len(body)) < n {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil && (err != io.EOF || int64(len(body)) < n) {
+				return nil, bodyError(err, limit)
+			}
 		}
 		return body, nil
 	}
-	// A larger declared length is not trusted with memory up front: an
-	// unauthenticated sender could pin max_body_bytes per connection for
-	// timeouts.read by declaring it and sending nothing. Grow as bytes come.
+	// No declared length (chunked): grow as bytes come.
 	var buf bytes.Buffer
 	buf.Grow(maxPrealloc)
 	if _, err := buf.ReadFrom(rd); err != nil {
 		return nil, bodyError(err, limit)
-	}
-	if r.ContentLength >= 0 && int64(buf.Len()) != r.ContentLength {
-		return nil, bodyError(io.ErrUnexpectedEOF, limit)
 	}
 	return buf.Bytes(), nil
 }
