@@ -34,11 +34,11 @@ type StreamsConfig struct {
 	// re-publish by the consumer's retries (see cmd/hookgate's
 	// grantsWindow); 0 means Horizon.
 	GrantsWindow time.Duration
-	MaxMsgSize  int32
-	Webhooks    Limits
-	Grants      Limits
-	DLQ         Limits
-	Audit       Limits
+	MaxMsgSize   int32
+	Webhooks     Limits
+	Grants       Limits
+	DLQ          Limits
+	Audit        Limits
 }
 
 // StreamConfigs returns the desired configs of the streams, in provisioning
