@@ -287,7 +287,8 @@ func TestLongEffectsKeepTheDeliveryAlive(t *testing.T) {
 }
 
 // indexedGrants is a grantLog that answers HasGrant, as jetstream.Effects
-// does, but keeps no duplicate window: every publish is a message.
+// does; it keeps no duplicate window, so every publish is a message and a
+// second one shows.
 type indexedGrants struct{ *grantLog }
 
 func (g indexedGrants) HasGrant(_ context.Context, _, key string, _ time.Time) (bool, error) {
@@ -296,10 +297,9 @@ func (g indexedGrants) HasGrant(_ context.Context, _, key string, _ time.Time) (
 
 // A holder that published to GRANTS and crashed before remembering the
 // key (APPLIED) or committing leaves its lease naming the key. The
-// takeover finds the GRANTS message and commits without publishing again:
-// GRANTS's duplicate window need not span the horizon, so after a long
-// outage a second publish would be a second message.
-func TestTakeoverFindsItsGrantAfterTheWindow(t *testing.T) {
+// takeover finds the GRANTS message and commits without running the
+// effects again (a forward among them would be sent twice otherwise).
+func TestTakeoverFindsItsGrant(t *testing.T) {
 	for _, provider := range []string{provNone, provWatermark} {
 		t.Run(provider, func(t *testing.T) {
 			e := newBugEnv()

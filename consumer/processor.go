@@ -317,12 +317,12 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// A holder before us, for this same key, may have run the effects
 		// (and remembered the key), then stopped before committing. Then
 		// commit without running the effects again. Its GRANTS message,
-		// published last, says so even where the key is remembered in
-		// APPLIED and the crash came before that: GRANTS's duplicate
-		// window does not span the horizon, so a re-publish after a long
-		// outage would be a second message.
+		// published last, says so also where the key is remembered in
+		// APPLIED and the crash came before that (GRANTS's horizon-long
+		// duplicate window would absorb the re-publish too; the forward
+		// effect it spares is at-least-once by Idempotency-Key).
 		seen, err := p.seen(ctx, ev)
-		if err == nil && !seen {
+		if err == nil && !seen && p.memory[ev.Provider] == nil { // seen searched GRANTS already
 			if seen, err = p.inGrants(ctx, rule, ev); seen && err == nil {
 				err = p.remember(ctx, ev)
 			}

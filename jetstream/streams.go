@@ -28,17 +28,13 @@ type Limits struct {
 // StreamsConfig is what Provision needs from the config.
 type StreamsConfig struct {
 	Replicas    int
-	Horizon     time.Duration // WEBHOOKS duplicate window
+	Horizon     time.Duration // WEBHOOKS and GRANTS duplicate window
 	DedupWindow time.Duration // DLQ duplicate window
-	// GrantsWindow is GRANTS's duplicate window: long enough to catch a
-	// re-publish by the consumer's retries (see cmd/hookgate's
-	// grantsWindow); 0 means Horizon.
-	GrantsWindow time.Duration
-	MaxMsgSize   int32
-	Webhooks     Limits
-	Grants       Limits
-	DLQ          Limits
-	Audit        Limits
+	MaxMsgSize  int32
+	Webhooks    Limits
+	Grants      Limits
+	DLQ         Limits
+	Audit       Limits
 }
 
 // StreamConfigs returns the desired configs of the streams, in provisioning
@@ -79,11 +75,9 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			MaxAge:      c.Grants.MaxAge,
 			MaxBytes:    c.Grants.MaxBytes,
 			MaxMsgSize:  c.MaxMsgSize,
-			// Catches the consumer's own repeat publishes (a retry after an
-			// ambiguous answer); a takeover after a crash looks for the
-			// message itself, so the window need not span the horizon,
-			// and each key it holds costs memory on every replica.
-			Duplicates: grantsWindow(c),
+			// A repeat publish after a consumer crash, however long it
+			// lasted, must stay a duplicate: the window spans the horizon.
+			Duplicates: c.Horizon,
 			Replicas:   r,
 		},
 		{
@@ -181,11 +175,4 @@ func sameUpdatable(have, want js.StreamConfig) bool {
 		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
 		have.Replicas == want.Replicas && have.Discard == want.Discard &&
 		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
-}
-
-func grantsWindow(c StreamsConfig) time.Duration {
-	if c.GrantsWindow <= 0 || c.GrantsWindow > c.Horizon {
-		return c.Horizon
-	}
-	return c.GrantsWindow
 }

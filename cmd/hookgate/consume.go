@@ -53,25 +53,6 @@ func leaseTTL(cfg *config.Config) time.Duration {
 	return longest + 30*time.Second
 }
 
-// grantsWindow is GRANTS's duplicate window: the longest a consumer can
-// take between two publishes of one key, which a retry after an ambiguous
-// answer makes (the lease and in-doubt waits, then every backoff step up
-// to max_deliver, with their +20% jitter), rounded up to the hour, at
-// least dedup.window and at most the horizon. A takeover after a crash
-// looks for the GRANTS message itself (Processor, "settled"), so the
-// window need not span the horizon: every key it holds costs memory on
-// each replica and time at each restart.
-func grantsWindow(cfg *config.Config) time.Duration {
-	ttl := leaseTTL(cfg)
-	span := 3 * ttl // the lease, then the in-doubt wait (2x)
-	b := cfg.Consumer.Backoff
-	for i := 1; i < cfg.Consumer.MaxDeliver && len(b) > 0; i++ {
-		span += b[min(i-1, len(b)-1)] * 6 / 5
-	}
-	w := (span + time.Hour - 1).Truncate(time.Hour)
-	return min(max(w, cfg.Dedup.Window), cfg.Dedup.Horizon)
-}
-
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()

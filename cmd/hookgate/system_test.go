@@ -140,32 +140,3 @@ func testSystem(t *testing.T, yaml string) *system {
 	t.Cleanup(s.Close)
 	return s
 }
-
-// GRANTS's duplicate window covers the consumer's retry span (lease,
-// in-doubt wait, backoff to max_deliver with jitter), rounded up to the
-// hour, within [dedup.window, dedup.horizon]; WEBHOOKS keeps the horizon.
-func TestGrantsWindow(t *testing.T) {
-	for _, c := range []struct {
-		yaml string
-		want time.Duration
-	}{
-		{"", time.Hour}, // 3x40s + 1.2 x (1+5+30+120+600+600+600)s = 41 min
-		{"consumer: { max_deliver: 20 }\n", 4 * time.Hour}, // 3.1 h
-		{"dedup: { horizon: 30m }\nretention: { webhooks: { max_age: 1h }, grants: { max_age: 1h } }\n", 30 * time.Minute},
-		{"consumer: { max_deliver: 1 }\n", time.Hour},
-	} {
-		s := testSystem(t, c.yaml)
-		if got := grantsWindow(s.cfg); got != c.want {
-			t.Errorf("%q: window %s, want %s", c.yaml, got, c.want)
-		}
-		for stream, want := range map[string]time.Duration{"GRANTS": c.want, "WEBHOOKS": s.cfg.Dedup.Horizon} {
-			st, err := s.conn.JS.Stream(t.Context(), stream)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := st.CachedInfo().Config.Duplicates; got != want {
-				t.Errorf("%q: %s duplicate window %s, want %s", c.yaml, stream, got, want)
-			}
-		}
-	}
-}
