@@ -36,14 +36,15 @@ type grantsMemory struct {
 // behind the gateway host's.
 const grantsClockSlack = 10 * time.Minute
 
-// grantsMemoryOf returns r's GRANTS memory, or nil when r uses APPLIED.
-func grantsMemoryOf(r Rule) *grantsMemory {
-	if !r.Watermark || len(r.Effects) == 0 {
+// searchableGrants returns r's GRANTS publish when it is r's last effect
+// (GRANTS then holds only events whose every effect succeeded) and its
+// store can be searched; else nil.
+func searchableGrants(r Rule) *grantsMemory {
+	if len(r.Effects) == 0 {
 		return nil
 	}
-	// Last: GRANTS then holds only events whose every effect succeeded.
 	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
-	if !ok || !strings.Contains(g.Template, "{subject}") {
+	if !ok {
 		return nil
 	}
 	idx, ok := g.Grants.(GrantsIndex)
@@ -51,6 +52,19 @@ func grantsMemoryOf(r Rule) *grantsMemory {
 		return nil
 	}
 	return &grantsMemory{tmpl: g.Template, idx: idx}
+}
+
+// grantsMemoryOf returns r's GRANTS memory, or nil when r uses APPLIED.
+func grantsMemoryOf(r Rule) *grantsMemory {
+	if gm := searchableGrants(r); gm != nil && r.Watermark && strings.Contains(gm.tmpl, "{subject}") {
+		return gm
+	}
+	return nil
+}
+
+// has reports whether GRANTS holds ev's message.
+func (gm *grantsMemory) has(ctx context.Context, ev Event) (bool, error) {
+	return gm.idx.HasGrant(ctx, RenderSubject(gm.tmpl, ev), ev.Key, grantsSince(ev))
 }
 
 // AppliedInGrants reports whether r remembers applied keys by its GRANTS
@@ -63,7 +77,7 @@ func (p *Processor) seen(ctx context.Context, ev Event) (bool, error) {
 	if gm == nil {
 		return p.applied.Seen(ctx, ev.Key)
 	}
-	return gm.idx.HasGrant(ctx, RenderSubject(gm.tmpl, ev), ev.Key, grantsSince(ev))
+	return gm.has(ctx, ev)
 }
 
 // grantsSince is where a search of GRANTS for ev starts.
@@ -80,18 +94,11 @@ func grantsSince(ev Event) time.Time {
 // may answer false; the effects then run again, deduplicated downstream
 // by the key.
 func (p *Processor) inGrants(ctx context.Context, r Rule, ev Event) (bool, error) {
-	if len(r.Effects) == 0 {
+	gm := searchableGrants(r)
+	if gm == nil {
 		return false, nil
 	}
-	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
-	if !ok {
-		return false, nil
-	}
-	idx, ok := g.Grants.(GrantsIndex)
-	if !ok {
-		return false, nil
-	}
-	return idx.HasGrant(ctx, RenderSubject(g.Template, ev), ev.Key, grantsSince(ev))
+	return gm.has(ctx, ev)
 }
 
 // remember records ev's key as applied; a no-op where the GRANTS publish

@@ -316,11 +316,10 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	if tookOver {
 		// A holder before us, for this same key, may have run the effects
 		// (and remembered the key), then stopped before committing. Then
-		// commit without running the effects again. Its GRANTS message,
-		// published last, says so also where the key is remembered in
-		// APPLIED and the crash came before that (GRANTS's horizon-long
-		// duplicate window would absorb the re-publish too; the forward
-		// effect it spares is at-least-once by Idempotency-Key).
+		// commit without running the effects again. Where the key is
+		// remembered in APPLIED, the GRANTS message (published last) also
+		// tells, when the crash came before remembering: that spares a
+		// second forward.
 		seen, err := p.seen(ctx, ev)
 		if err == nil && !seen && p.memory[ev.Provider] == nil { // seen searched GRANTS already
 			if seen, err = p.inGrants(ctx, rule, ev); seen && err == nil {

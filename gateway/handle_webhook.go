@@ -136,10 +136,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 			}
 			k, err := rd.Read(body[len(body):cap(body)])
 			body = body[:len(body)+k]
-			if err == io.EOF && int64(len(body)) < n {
-				err = io.ErrUnexpectedEOF
-			}
-			if err != nil && (err != io.EOF || int64(len(body)) < n) {
+			switch {
+			case err == io.EOF && int64(len(body)) < n:
+				return nil, bodyError(io.ErrUnexpectedEOF, limit)
+			case err != nil && err != io.EOF:
 				return nil, bodyError(err, limit)
 			}
 		}
@@ -147,7 +147,6 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	}
 	// No declared length (chunked): grow as bytes come.
 	var buf bytes.Buffer
-	buf.Grow(maxPrealloc)
 	if _, err := buf.ReadFrom(rd); err != nil {
 		return nil, bodyError(err, limit)
 	}

@@ -25,10 +25,9 @@ type AuditWriter struct {
 	failed  atomic.Uint64
 	onFail  func()
 	timeout time.Duration
-	// stopping shortens the retries while Run flushes at shutdown; stopBy
-	// (Unix ns) is when the flush gives up on what is left.
-	stopping atomic.Bool
-	stopBy   atomic.Int64
+	// stopBy (Unix ns; 0 until the stop) is when the flush at shutdown
+	// gives up on what is left.
+	stopBy atomic.Int64
 	// stopped: Run has returned or is flushing its last records; a record
 	// made now is counted lost, not left in the queue.
 	stopped atomic.Bool
@@ -136,10 +135,7 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 }
 
 func (w *AuditWriter) stop() {
-	if w.stopBy.Load() == 0 {
-		w.stopBy.Store(time.Now().Add(auditStopFlush).UnixNano())
-	}
-	w.stopping.Store(true)
+	w.stopBy.CompareAndSwap(0, time.Now().Add(auditStopFlush).UnixNano())
 }
 
 // lostAtStop counts records the stop's flush had no time left for, with
@@ -230,9 +226,9 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 		if ctx.Err() != nil {
 			w.stop() // also when the stop came while a batch was taken
 		}
-		if w.stopping.Load() {
+		if by := w.stopBy.Load(); by != 0 {
 			// A stop cuts a write under way short too.
-			deadline = time.Unix(0, min(deadline.UnixNano(), w.stopBy.Load()))
+			deadline = time.Unix(0, min(deadline.UnixNano(), by))
 		}
 		futures := make([]js.PubAckFuture, len(todo))
 		var lastErr string

@@ -56,7 +56,7 @@ type PublishResult struct {
 // Safe for concurrent use.
 type Publisher struct {
 	nc      *nats.Conn
-	js      js.JetStream
+	c       *Conn
 	timeout time.Duration
 }
 
@@ -66,7 +66,7 @@ func NewPublisher(c *Conn, timeout time.Duration) *Publisher {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
-	return &Publisher{nc: c.NC, js: c.JS, timeout: timeout}
+	return &Publisher{nc: c.NC, c: c, timeout: timeout}
 }
 
 // Publish stores m unless its key was stored within the horizon. It
@@ -131,11 +131,7 @@ func (p *Publisher) storedByThisCall(ctx context.Context, m Message, stream stri
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	defer cancel()
-	s, err := p.js.Stream(ctx, stream)
-	if err != nil {
-		return false
-	}
-	stored, err := s.GetMsg(ctx, seq)
+	stored, err := GetMsg(ctx, p.c, stream, seq)
 	return err == nil && stored.Header.Get(event.HeaderReceivedAt) == at
 }
 
