@@ -274,7 +274,8 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// judged stale later. Its redelivery settles it; come back
 			// after that.
 			// Hand the event back at once rather than wait in place: the
-			// in-doubt event may be queued behind it in this very lane.
+			// in-doubt event's redelivery may be queued behind this one
+			// (Run keeps a subject's events in order).
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
 			p.handBack(m, time.Second)

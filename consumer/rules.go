@@ -96,8 +96,9 @@ func MarkKey(ev Event) string {
 // KeyShards is how many leases share the events without a subject (under
 // ordering none) of one provider, whatever their account: a constant of
 // the WATERMARKS layout (every instance must pick the same entry for a
-// key), large enough that lanes spread (the lane follows the lease) and a
-// slow event holds up few others.
+// key), large enough that subject-less events rarely queue behind each
+// other in Run (which runs one event per lease at a time) and a slow event
+// holds up few others.
 const KeyShards = 1024
 
 // KeyShardToken is the second level of the key-shard entries

@@ -2,9 +2,9 @@ package consumer
 
 import (
 	"context"
-	"hash/maphash"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // Source delivers messages; Next blocks until one arrives or ctx ends.
@@ -12,35 +12,48 @@ type Source interface {
 	Next(ctx context.Context) (*Message, error)
 }
 
-// Run pulls from src and processes with workers lanes until ctx ends. All
-// events of one subject go to the same lane, in delivery order, so they
-// never run concurrently in this process (the watermark lease covers other
-// processes). Events without a subject are spread by their key's shard. Run returns
-// after every lane finished its current event.
+// Run pulls from src and processes with workers goroutines until ctx ends.
+// Events that share a lease (a subject's, or, without a subject, a shard of
+// keys: leaseKey) run one at a time, in delivery order, so this process
+// never runs a subject's effects concurrently or claims over itself (the
+// watermark lease covers other processes). Any free worker takes any other
+// event: an event that waits (a slow forward, an in-place retry, another
+// holder's lease) holds up only the events of its own subject, which wait
+// in memory, kept alive, until it is done. Run returns after every worker
+// finished its current event; events waiting behind one are handed back.
 func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
-	if workers < 1 {
-		workers = 1
-	}
-	seed := maphash.MakeSeed()
-	lanes := make([]chan *Message, workers)
+	workers = max(workers, 1)
+	q := &serialQueue{waiting: map[string][]*Message{}}
+	ready := make(chan *Message)
 	var wg sync.WaitGroup
-	for i := range lanes {
-		lanes[i] = make(chan *Message, 1)
+	for range workers {
 		wg.Add(1)
-		go func(ch <-chan *Message) {
+		go func() {
 			defer wg.Done()
-			for m := range ch {
-				// Finish the event even when ctx ends mid-way: a half-run
-				// event only costs a redelivery, but finishing is cheaper.
-				p.Process(context.WithoutCancel(ctx), m)
+			for m := range ready {
+				for ; m != nil; m = q.done(m) {
+					// Finish the event even when ctx ends mid-way: a half-run
+					// event only costs a redelivery, but finishing is cheaper.
+					p.Process(context.WithoutCancel(ctx), m)
+				}
 			}
-		}(lanes[i])
+		}()
 	}
+	aliveDone := make(chan struct{})
+	go func() {
+		defer close(aliveDone)
+		q.keepAlive(ctx, keepAlive)
+	}()
 	defer func() {
-		for _, ch := range lanes {
-			close(ch)
+		// Taken from the source but never started: hand them back now
+		// rather than let them wait out the ack wait while newer events of
+		// their subjects apply elsewhere and turn them stale.
+		for _, m := range q.stop() {
+			p.handBack(m, 0)
 		}
+		close(ready)
 		wg.Wait()
+		<-aliveDone
 	}()
 	for {
 		m, err := src.Next(ctx)
@@ -53,16 +66,98 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		}
 		p.prepare(m)
 		m.stop = ctx.Done()
-		lane := laneOf(seed, m.Event, workers)
+		if q.add(m) {
+			continue // behind its subject's running event
+		}
 		select {
-		case lanes[lane] <- m:
+		case ready <- m:
 		case <-ctx.Done():
-			// Taken from the source but never started: hand it back now
-			// rather than let it wait out the ack wait while newer events
-			// of its subject apply and turn it stale.
+			q.done(m) // never started: its lease key is free again
 			p.handBack(m, 0)
 			return nil
 		}
+	}
+}
+
+// serialQueue keeps the events of one lease key in order behind the one
+// a worker runs. Safe for concurrent use.
+type serialQueue struct {
+	mu sync.Mutex
+	// waiting has an entry for every lease key a worker holds: the events
+	// of that key delivered since, oldest first.
+	waiting map[string][]*Message
+	stopped bool
+}
+
+// add reports whether m was queued behind a running event of its lease
+// key; if not, the caller must run m (its key is now held).
+func (q *serialQueue) add(m *Message) bool {
+	k := leaseKey(m.Event)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if w, held := q.waiting[k]; held {
+		q.waiting[k] = append(w, m)
+		return true
+	}
+	q.waiting[k] = nil
+	return false
+}
+
+// done is called when m has been run: it returns the next event of m's
+// lease key for the same worker, or nil, releasing the key. After stop it
+// returns nil.
+func (q *serialQueue) done(m *Message) *Message {
+	k := leaseKey(m.Event)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.waiting[k]
+	if len(w) == 0 || q.stopped {
+		delete(q.waiting, k)
+		return nil
+	}
+	next := w[0]
+	w[0] = nil
+	q.waiting[k] = w[1:]
+	return next
+}
+
+// stop returns every queued event, none of which has started, and makes
+// done return nil from now on.
+func (q *serialQueue) stop() []*Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stopped = true
+	var out []*Message
+	for k, w := range q.waiting {
+		out = append(out, w...)
+		q.waiting[k] = nil
+	}
+	return out
+}
+
+// keepAlive marks every queued event in progress every interval until ctx
+// ends, so an event waiting behind a slow one of its subject is not
+// redelivered meanwhile (a redelivery would only queue up behind it again).
+func (q *serialQueue) keepAlive(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var queued []*Message
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		queued = queued[:0]
+		q.mu.Lock()
+		for _, w := range q.waiting {
+			queued = append(queued, w...)
+		}
+		q.mu.Unlock()
+		for _, m := range queued {
+			_ = m.Delivery.InProgress()
+		}
+		clear(queued)
 	}
 }
 
@@ -73,10 +168,4 @@ func (p *Processor) prepare(m *Message) {
 			m.Event.OccurredAt = t
 		}
 	}
-}
-
-// laneOf spreads events by the lease they run under: two lanes never hold
-// one lease, so this process never claims over itself.
-func laneOf(seed maphash.Seed, ev Event, n int) int {
-	return int(maphash.String(seed, leaseKey(ev)) % uint64(n))
 }

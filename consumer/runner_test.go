@@ -3,7 +3,10 @@ package consumer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -214,6 +217,88 @@ func TestStopInterruptsInPlaceRetries(t *testing.T) {
 		}
 		if acks, naks := d.acked(); acks != 0 || naks != 1 {
 			t.Fatalf("acked %d, naked %d; want the event handed back once", acks, naks)
+		}
+	})
+}
+
+// An event that takes long (a slow forward, say) holds up only the events
+// of its own subject: a free worker takes every other subject's event,
+// while the slow subject's later events wait, in order and kept alive,
+// until it is done. (With one queue per worker chosen by a hash of the
+// subject, the dispatcher stopped at the second event bound for the busy
+// worker and every other subject waited with it.)
+func TestSlowEventHoldsUpOnlyItsSubject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+			if ev.Key == "slow" {
+				<-release
+			}
+			return nil
+		})
+		grants := &grantLog{}
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow,
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: grants}}}}
+		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		src := newList()
+		add := func(s spec) *countingDelivery {
+			d := &countingDelivery{}
+			src.msgs = append(src.msgs, &consumer.Message{Event: s.event(uint64(len(src.msgs) + 1)), Deliveries: 1, Delivery: d})
+			return d
+		}
+		add(spec{key: "slow", provider: provWatermark, subject: "G-slow", at: at(1)})
+		var behind []*countingDelivery
+		const others = 40
+		for i := range others {
+			add(spec{key: fmt.Sprint("k", i), provider: provWatermark, subject: fmt.Sprint("G-", i), at: at(1)})
+			if i%10 == 0 {
+				behind = append(behind, add(spec{key: fmt.Sprint("slow-", len(behind)), provider: provWatermark, subject: "G-slow", at: at(2 + len(behind))}))
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, src, 4) }()
+		var releaseOnce sync.Once
+		finish := func() error {
+			releaseOnce.Do(func() { close(release) })
+			cancel()
+			return <-done
+		}
+		fatalf := func(format string, args ...any) {
+			t.Helper()
+			_ = finish() // every goroutine of the bubble must end
+			t.Fatalf(format, args...)
+		}
+
+		synctest.Wait() // every worker is idle or held by the slow effect
+		if got := grants.calls(); len(got) != others {
+			fatalf("while one event is slow, %d events of other subjects applied, want all %d: %v", len(got), others, got)
+		}
+		time.Sleep(12 * time.Second) // virtual: past two keep-alive ticks
+		for i, d := range behind {
+			if acks, naks := d.acked(); acks+naks != 0 {
+				fatalf("slow-%d settled (acked %d, naked %d) before the slow event of its subject finished", i, acks, naks)
+			}
+			if d.count() < 2 {
+				fatalf("slow-%d waited 12 s behind the slow event and was kept alive %d times, want at least 2", i, d.count())
+			}
+		}
+		releaseOnce.Do(func() { close(release) })
+		synctest.Wait()
+		got := grants.calls()
+		want := []string{"slow", "slow-0", "slow-1", "slow-2", "slow-3"}
+		var slowOrder []string
+		for _, k := range got {
+			if strings.HasPrefix(k, "slow") {
+				slowOrder = append(slowOrder, k)
+			}
+		}
+		if !slices.Equal(slowOrder, want) || len(got) != others+len(want) {
+			fatalf("after the release GRANTS holds %d events, the slow subject's in the order %v; want %d, in the order %v", len(got), slowOrder, others+len(want), want)
+		}
+		if err := finish(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
