@@ -222,7 +222,7 @@ func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Ou
 
 func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outcome {
 	ev := m.Event
-	key := leaseKey(ev)
+	key := LeaseKey(ev)
 	var (
 		mark     Mark
 		rev      uint64
@@ -402,7 +402,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 // it decided the delivery (applied now, or a retry).
 func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
 	ev := m.Event
-	key := leaseKey(ev)
+	key := LeaseKey(ev)
 	for {
 		mark, rev, err := p.readMark(ctx, key)
 		if err != nil {

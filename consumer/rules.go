@@ -106,10 +106,11 @@ const KeyShards = 1024
 // and write a byte as = and two hex digits.
 const KeyShardToken = "=K"
 
-// leaseKey is the WATERMARKS entry whose lease an event's effects run
+// LeaseKey is the WATERMARKS entry whose lease an event's effects run
 // under: its subject's mark or, without a subject, one of KeyShards
-// entries by key (two deliveries of one key meet there).
-func leaseKey(ev Event) string {
+// entries by key (two deliveries of one key meet there). It reads only
+// Provider, Account, Subject and Key.
+func LeaseKey(ev Event) string {
 	if ev.Subject != "" {
 		return MarkKey(ev)
 	}

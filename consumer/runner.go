@@ -92,7 +92,7 @@ type serialQueue struct {
 // add reports whether m was queued behind a running event of its lease
 // key; if not, the caller must run m (its key is now held).
 func (q *serialQueue) add(m *Message) bool {
-	k := leaseKey(m.Event)
+	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w, held := q.waiting[k]; held {
@@ -107,7 +107,7 @@ func (q *serialQueue) add(m *Message) bool {
 // lease key for the same worker, or nil, releasing the key. After stop it
 // returns nil.
 func (q *serialQueue) done(m *Message) *Message {
-	k := leaseKey(m.Event)
+	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.waiting[k]

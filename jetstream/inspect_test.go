@@ -433,3 +433,26 @@ func TestStatusCountsKeyShardsApart(t *testing.T) {
 		t.Fatalf("WATERMARKS %d entries, %d of them key shards; want the 2 subjects apart from 1-50 shards", b.Values, b.KeyShards)
 	}
 }
+
+// An event without a subject runs its effects under a key shard's lease;
+// trace reads that entry, so an operator can see the key held there (a
+// holder that stopped before committing).
+func TestInspectTraceShowsKeyShardLease(t *testing.T) {
+	env := jstest.Start(t, "")
+	c, ctx := env.Conn, t.Context()
+	const key = "gh:default:dig:1"
+	store(t, c, "gh", "default", "default", key, "")
+	shard := consumer.LeaseKey(consumer.Event{Provider: "gh", Account: "default", Key: key})
+	held := consumer.Mark{Lease: &consumer.Lease{Owner: "host/1/x", Key: key, Until: time.Now().Add(time.Minute)}}
+	if _, err := env.Marks.Put(ctx, shard, held, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := jetstream.Trace(ctx, c, jetstream.TraceQuery{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.Watermark
+	if w == nil || !w.Shard || w.Key != shard || !strings.HasPrefix(shard, "gh."+consumer.KeyShardToken+".") || !w.Exists || w.LeaseKey != key || w.LeaseOwner != "host/1/x" {
+		t.Fatalf("watermark = %+v; want key shard %s leased to %s", w, shard, key)
+	}
+}

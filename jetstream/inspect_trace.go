@@ -79,9 +79,11 @@ type AppliedState struct {
 	Since        time.Time // when it was remembered; expires after the horizon
 }
 
-// WatermarkState is the WATERMARKS entry of the event's subject.
+// WatermarkState is the WATERMARKS entry of the event's subject or, for an
+// event without one, the key shard whose lease its effects run under.
 type WatermarkState struct {
-	Key        string // provider.account.subject (tokens)
+	Key        string // provider.account.subject (tokens), or provider.=K.n
+	Shard      bool   // Key is a key shard: only its lease means anything
 	Exists     bool
 	At         time.Time
 	Keys       []string // keys applied at exactly At
@@ -100,7 +102,7 @@ type TraceReport struct {
 	Grants   []GrantEntry
 	Letters  []Letter
 	Applied  AppliedState
-	// Watermark is nil when no stored event names a subject.
+	// Watermark is nil when the key was never stored.
 	Watermark *WatermarkState
 	Scans     []Scanned // WEBHOOKS, AUDIT, GRANTS, DLQ
 }
@@ -284,18 +286,15 @@ func appliedState(ctx context.Context, c *Conn, key string) (AppliedState, error
 	return a, nil
 }
 
-// readWatermark reads the watermark of the newest stored event's subject,
-// when it has one.
+// readWatermark reads the watermark of the newest stored event's subject or,
+// without a subject, the key shard it is leased under.
 func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 	if len(r.Stored) == 0 {
 		return nil
 	}
 	se := r.Stored[len(r.Stored)-1]
-	if se.EventSubject == "" {
-		return nil
-	}
-	mk := consumer.MarkKey(consumer.Event{Provider: r.Provider, Account: se.Account, Subject: se.EventSubject})
-	ws := &WatermarkState{Key: mk}
+	mk := consumer.LeaseKey(consumer.Event{Provider: r.Provider, Account: se.Account, Subject: se.EventSubject, Key: r.Key})
+	ws := &WatermarkState{Key: mk, Shard: se.EventSubject == ""}
 	kv, err := c.JS.KeyValue(ctx, BucketMarks)
 	if errors.Is(err, js.ErrBucketNotFound) {
 		r.Watermark = ws

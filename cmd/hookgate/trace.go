@@ -186,6 +186,7 @@ type appliedDoc struct {
 
 type watermarkDoc struct {
 	Key        string     `json:"key"`
+	Shard      bool       `json:"shard,omitempty"`
 	Exists     bool       `json:"exists"`
 	At         *time.Time `json:"at,omitempty"`
 	Keys       []string   `json:"keys"`
@@ -224,7 +225,7 @@ func newTraceDoc(r jetstream.TraceReport) traceDoc {
 			Deliveries: l.Deliveries, StoredSeq: l.StoredSeq, PreviousSeq: l.PreviousSeq})
 	}
 	if w := r.Watermark; w != nil {
-		d.Watermark = &watermarkDoc{Key: w.Key, Exists: w.Exists, At: timePtr(w.At), Keys: w.Keys, KeyAtMark: w.KeyAtMark,
+		d.Watermark = &watermarkDoc{Key: w.Key, Shard: w.Shard, Exists: w.Exists, At: timePtr(w.At), Keys: w.Keys, KeyAtMark: w.KeyAtMark,
 			LeaseOwner: w.LeaseOwner, LeaseKey: w.LeaseKey}
 		if d.Watermark.Keys == nil {
 			d.Watermark.Keys = []string{}
@@ -319,7 +320,19 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 		fmt.Fprintf(tw, "applied\t%s\n", why)
 	}
-	if wm := r.Watermark; wm != nil {
+	if wm := r.Watermark; wm != nil && wm.Shard {
+		// No subject: only the shard's lease says anything about the key.
+		s := wm.Key + ": free"
+		switch {
+		case !wm.Exists:
+			s = wm.Key + ": none"
+		case wm.LeaseKey == r.Key:
+			s = wm.Key + ": leased to this key (its effects run, or its holder stopped before committing)"
+		case wm.LeaseKey != "":
+			s = wm.Key + ": leased to " + wm.LeaseKey
+		}
+		fmt.Fprintf(tw, "key shard\t%s\n", s)
+	} else if wm != nil {
 		switch {
 		case !wm.Exists:
 			fmt.Fprintf(tw, "watermark\t%s: none\n", wm.Key)

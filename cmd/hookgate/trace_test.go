@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// An event without a subject shows its key shard and who holds its lease,
+// in the text and in --json, instead of a watermark it does not have.
+func TestTraceShowsKeyShard(t *testing.T) {
+	const key = "gh:default:dig:1"
+	report := func(lease string) jetstream.TraceReport {
+		return jetstream.TraceReport{Key: key, Provider: "gh", Account: "default",
+			Watermark: &jetstream.WatermarkState{Key: "gh.=K.17", Shard: true, Exists: true, LeaseOwner: "host/1/x", LeaseKey: lease}}
+	}
+	for _, tt := range []struct{ lease, want string }{
+		{key, "key shard  gh.=K.17: leased to this key"},
+		{"gh:default:dig:2", "key shard  gh.=K.17: leased to gh:default:dig:2"},
+		{"", "key shard  gh.=K.17: free"},
+	} {
+		var b bytes.Buffer
+		writeTrace(&b, report(tt.lease), &config.Config{})
+		if out := b.String(); !strings.Contains(out, tt.want) || strings.Contains(out, "watermark") {
+			t.Errorf("lease %q: trace output lacks %q (or names a watermark):\n%s", tt.lease, tt.want, out)
+		}
+	}
+	j, err := json.Marshal(newTraceDoc(report(key)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"watermark":{"key":"gh.=K.17","shard":true,"exists":true,"keys":[],"key_at_mark":false,"lease_owner":"host/1/x","lease_key":"` + key + `"}`; !strings.Contains(string(j), want) {
+		t.Errorf("--json lacks %s:\n%s", want, j)
+	}
+}
