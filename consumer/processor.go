@@ -165,7 +165,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		out = p.process(ctx, m)
 	}
 	if out.transient {
-		p.handBack(m, time.Second)
+		p.handBack(m, handBackDelay)
 	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out
@@ -278,7 +278,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// (Run keeps a subject's events in order).
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
-			p.handBack(m, time.Second)
+			p.handBack(m, handBackDelay)
 			return out
 		}
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
@@ -485,6 +485,10 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 	}
 	return nil
 }
+
+// handBackDelay delays the redelivery of an event handed back untried (its
+// store did not answer, its subject is in doubt, its Run is stopping).
+const handBackDelay = time.Second
 
 // keepAlive is how often a delivery whose effects still run is marked in
 // progress, well inside any AckWait.

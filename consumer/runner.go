@@ -31,28 +31,37 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		go func() {
 			defer wg.Done()
 			for m := range ready {
-				for ; m != nil; m = q.done(m) {
+				for m != nil {
 					// Finish the event even when ctx ends mid-way: a half-run
 					// event only costs a redelivery, but finishing is cheaper.
 					p.Process(context.WithoutCancel(ctx), m)
+					var rest []*Message
+					m, rest = q.done(m)
+					// Stopping: the events queued behind this one never
+					// started. Hand them back now rather than let them wait
+					// out the ack wait, and after the one that ran, which
+					// Process may have handed back itself (handBackDelay):
+					// a newer event redelivered first would apply
+					// elsewhere and turn the older one stale.
+					for _, r := range rest {
+						p.handBack(r, stopHandBackDelay)
+					}
 				}
 			}
 		}()
 	}
+	aliveCtx, stopAlive := context.WithCancel(ctx)
 	aliveDone := make(chan struct{})
 	go func() {
 		defer close(aliveDone)
-		q.keepAlive(ctx, keepAlive)
+		q.keepAlive(aliveCtx, keepAlive)
 	}()
 	defer func() {
-		// Taken from the source but never started: hand them back now
-		// rather than let them wait out the ack wait while newer events of
-		// their subjects apply elsewhere and turn them stale.
-		for _, m := range q.stop() {
-			p.handBack(m, 0)
-		}
+		// From here on each worker hands back what waits behind its event.
+		q.stop()
 		close(ready)
 		wg.Wait()
+		stopAlive() // ctx may still be live: the source failed
 		<-aliveDone
 	}()
 	for {
@@ -72,7 +81,9 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		select {
 		case ready <- m:
 		case <-ctx.Done():
-			q.done(m) // never started: its lease key is free again
+			// Never started, and nothing of its subject queued behind it
+			// yet: its lease key is free again.
+			q.done(m)
 			p.handBack(m, 0)
 			return nil
 		}
@@ -105,35 +116,34 @@ func (q *serialQueue) add(m *Message) bool {
 
 // done is called when m has been run: it returns the next event of m's
 // lease key for the same worker, or nil, releasing the key. After stop it
-// returns nil.
-func (q *serialQueue) done(m *Message) *Message {
+// returns nil and, in rest, the events that were queued behind m, oldest
+// first, none of them started.
+func (q *serialQueue) done(m *Message) (next *Message, rest []*Message) {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.waiting[k]
 	if len(w) == 0 || q.stopped {
 		delete(q.waiting, k)
-		return nil
+		return nil, w
 	}
-	next := w[0]
+	next = w[0]
 	w[0] = nil
 	q.waiting[k] = w[1:]
-	return next
+	return next, nil
 }
 
-// stop returns every queued event, none of which has started, and makes
-// done return nil from now on.
-func (q *serialQueue) stop() []*Message {
+// stop makes done hand over the queued events instead of the next one.
+func (q *serialQueue) stop() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.stopped = true
-	var out []*Message
-	for k, w := range q.waiting {
-		out = append(out, w...)
-		q.waiting[k] = nil
-	}
-	return out
 }
+
+// stopHandBackDelay delays the redelivery of the events handed back at a
+// stop from behind their subject's running event past that event's own
+// hand-back.
+const stopHandBackDelay = 2 * handBackDelay
 
 // keepAlive marks every queued event in progress every interval until ctx
 // ends, so an event waiting behind a slow one of its subject is not

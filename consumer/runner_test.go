@@ -302,3 +302,121 @@ func TestSlowEventHoldsUpOnlyItsSubject(t *testing.T) {
 		}
 	})
 }
+
+// failingSource delivers its messages, then fails as jetstream.Source does
+// when its iterator is closed under it (the durable consumer deleted: the
+// iterator stops and Next returns ErrMsgIteratorClosed), ctx still live.
+type failingSource struct {
+	mu   sync.Mutex
+	msgs []*consumer.Message
+}
+
+func (s *failingSource) Next(ctx context.Context) (*consumer.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.msgs) > 0 {
+		m := s.msgs[0]
+		s.msgs = s.msgs[1:]
+		return m, nil
+	}
+	return nil, errors.New("nats: messages iterator closed")
+}
+
+// Run returns the source's error, ctx still live, so serve's errgroup
+// stops the process instead of running on without applying anything.
+func TestRunReturnsWhenSourceFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
+		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		d := &countingDelivery{}
+		ev := spec{key: "k", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- proc.Run(ctx, &failingSource{msgs: []*consumer.Message{{Event: ev, Deliveries: 1, Delivery: d}}}, 2)
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("Run returned nil, want the source's error")
+			}
+		case <-time.After(time.Hour): // virtual
+			cancel()
+			<-done
+			t.Fatalf("Run did not return in an hour after its source failed (ctx still live); it returned only once ctx was cancelled")
+		}
+	})
+}
+
+// dueDelivery logs, per nak, when the message is due for redelivery.
+type dueDelivery struct {
+	countingDelivery
+	key string
+	log *dueLog
+}
+
+type dueLog struct {
+	mu  sync.Mutex
+	due map[string]time.Time
+}
+
+func (d *dueDelivery) NakWithDelay(delay time.Duration) error {
+	d.log.mu.Lock()
+	d.log.due[d.key] = time.Now().Add(delay)
+	d.log.mu.Unlock()
+	return d.countingDelivery.NakWithDelay(delay)
+}
+
+// slowDownMarks is a WATERMARKS that, like a store in a leader election,
+// answers every call with a timeout after 2 s.
+type slowDownMarks struct{ *memMarks }
+
+func (d slowDownMarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
+	time.Sleep(2 * time.Second)
+	return consumer.Mark{}, 0, errors.New("nats: timeout")
+}
+
+func (d slowDownMarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
+	time.Sleep(2 * time.Second)
+	return 0, errors.New("nats: timeout")
+}
+
+// At a stop, the events queued behind their subject's running event are
+// handed back for redelivery after it, which Process hands back too when
+// the stop finds it retrying a store in place (or waiting for another
+// holder's lease): a newer event redelivered first would apply on another
+// instance and turn the older one stale.
+func TestStopHandsBackSubjectInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev1 := spec{key: "k1", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
+		ev2 := spec{key: "k2", provider: provWatermark, subject: "G-1", at: at(11)}.event(2)
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
+		proc := consumer.NewProcessor(rules, slowDownMarks{newMemMarks()}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		log := &dueLog{due: map[string]time.Time{}}
+		d1, d2 := &dueDelivery{key: "k1", log: log}, &dueDelivery{key: "k2", log: log}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- proc.Run(ctx, newList(
+				&consumer.Message{Event: ev1, Deliveries: 1, Delivery: d1},
+				&consumer.Message{Event: ev2, Deliveries: 1, Delivery: d2}), 4)
+		}()
+		time.Sleep(time.Second) // k1 in its first store call, k2 queued behind it
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		due1, due2 := log.due["k1"], log.due["k2"]
+		if due1.IsZero() || due2.IsZero() || due2.Before(due1) {
+			t.Fatalf("k1 (older, running at the stop) naked at delays %v, due %s; k2 (newer, queued) naked at delays %v, due %s: k2 is redelivered first",
+				d1.delays, due1.Format("15:04:05"), d2.delays, due2.Format("15:04:05"))
+		}
+	})
+}
