@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -419,4 +420,73 @@ func TestStopHandsBackSubjectInOrder(t *testing.T) {
 				d1.delays, due1.Format("15:04:05"), d2.delays, due2.Format("15:04:05"))
 		}
 	})
+}
+
+// Random schedules (effects of random length, a stop at a random moment):
+// one subject's effects never run at once and run in delivery order, and
+// every message taken from the source is settled exactly once (acked, or
+// naked: handed back), the stop included.
+func TestRunKeepsSubjectsSerialAndSettlesEveryMessage(t *testing.T) {
+	for round := range 30 {
+		synctest.Test(t, func(t *testing.T) {
+			var mu sync.Mutex
+			running := map[string]bool{}
+			order := map[string][]string{}
+			var bad []string
+			eff := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+				mu.Lock()
+				if running[ev.Subject] {
+					bad = append(bad, "concurrent "+ev.Subject)
+				}
+				running[ev.Subject] = true
+				order[ev.Subject] = append(order[ev.Subject], ev.Key)
+				mu.Unlock()
+				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // virtual
+				mu.Lock()
+				running[ev.Subject] = false
+				mu.Unlock()
+				return nil
+			})
+			rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{eff}}}
+			proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+				consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+			src := newList()
+			var ds []*countingDelivery
+			want := map[string][]string{}
+			for i := range 400 {
+				subj, key := fmt.Sprint("G-", rand.IntN(5)), fmt.Sprint("k", i)
+				d := &countingDelivery{}
+				ds = append(ds, d)
+				src.msgs = append(src.msgs, &consumer.Message{Event: spec{key: key, provider: provWatermark, subject: subj, at: at(1).Add(time.Duration(i) * time.Second)}.event(uint64(i + 1)), Deliveries: 1, Delivery: d})
+				want[subj] = append(want[subj], key)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- proc.Run(ctx, src, 4) }()
+			time.Sleep(time.Duration(rand.IntN(20_000)) * time.Microsecond) // virtual
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait() // nothing runs after Run returned
+			mu.Lock()
+			defer mu.Unlock()
+			if len(bad) > 0 {
+				t.Fatalf("round %d: %v", round, bad)
+			}
+			for s, got := range order {
+				if !slices.Equal(got, want[s][:len(got)]) {
+					t.Fatalf("round %d: %s applied out of order: %v", round, s, got)
+				}
+			}
+			src.mu.Lock()
+			taken := len(ds) - len(src.msgs)
+			src.mu.Unlock()
+			for i, d := range ds[:taken] {
+				if a, n := d.acked(); a+n != 1 {
+					t.Fatalf("round %d: message %d acked %d, naked %d; want settled once", round, i, a, n)
+				}
+			}
+		})
+	}
 }
