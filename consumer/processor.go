@@ -496,7 +496,10 @@ const keepAlive = 5 * time.Second
 
 func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error {
 	// Keep the delivery alive while effects run. A timer, not a goroutine
-	// per event: almost every event finishes long before it fires.
+	// per event: almost every event finishes long before it fires. The
+	// mark is sent under mu, so none goes out after the effects ended: the
+	// server would let a late one replace a negative acknowledgement's
+	// delay with the ack wait.
 	var (
 		mu      sync.Mutex
 		stopped bool
@@ -504,10 +507,10 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error
 	)
 	mu.Lock()
 	t = time.AfterFunc(keepAlive, func() {
-		_ = m.Delivery.InProgress()
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
+			_ = m.Delivery.InProgress()
 			t.Reset(keepAlive)
 		}
 	})

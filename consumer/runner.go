@@ -148,26 +148,25 @@ const stopHandBackDelay = 2 * handBackDelay
 // keepAlive marks every queued event in progress every interval until ctx
 // ends, so an event waiting behind a slow one of its subject is not
 // redelivered meanwhile (a redelivery would only queue up behind it again).
+// It holds the lock while it does: an event is settled only after done took
+// it off the queue, and a progress mark the server got after a negative
+// acknowledgement would replace its redelivery delay with the ack wait.
 func (q *serialQueue) keepAlive(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var queued []*Message
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		queued = queued[:0]
 		q.mu.Lock()
 		for _, w := range q.waiting {
-			queued = append(queued, w...)
+			for _, m := range w {
+				_ = m.Delivery.InProgress()
+			}
 		}
 		q.mu.Unlock()
-		for _, m := range queued {
-			_ = m.Delivery.InProgress()
-		}
-		clear(queued)
 	}
 }
 
