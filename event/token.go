@@ -97,16 +97,20 @@ func tokenSafe(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
-// Longest subject or KV key hookgate writes whole. NATS closes a
-// connection that sends a protocol line over 4096 bytes; a GRANTS publish
-// adds about 70 bytes to its subject, a KV read of a watermark about 100
-// to its key. Before this bound one event with 1 KiB values (3 KiB once
-// escaped) built such a line: the server closed the consumer's
-// connection, serve stopped, and the redelivered event stopped it again
-// after every restart.
+// Longest subject or KV key hookgate writes whole: the longest that fit
+// NATS's 4096-byte protocol line (longer ones make the server close the
+// connection; before these bounds one event with 1 KiB values, 3 KiB once
+// escaped, did that to the consumer's connection after every restart).
+// They are exactly what fits, so every subject and key that ever worked
+// keeps its form (jetstream's TestSubjectAndKeyBoundsAreExact):
+//   - MaxKey: a WATERMARKS read is a payload-free request on
+//     $JS.API.DIRECT.GET.KV_WATERMARKS.$KV.WATERMARKS.<key> with a 38-byte
+//     reply subject; the longest of a watermark's operations.
+//   - MaxSubject: a GRANTS publish with the largest header block (5 digits)
+//     and message size (8 digits) hookgate can send.
 const (
-	MaxSubject = 4000
-	MaxKey     = 3900
+	MaxSubject = 4042
+	MaxKey     = 4007
 )
 
 // Bounded returns s when it is at most max bytes, else prefix followed by
