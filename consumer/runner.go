@@ -12,6 +12,15 @@ type Source interface {
 	Next(ctx context.Context) (*Message, error)
 }
 
+// Unreader is a Source that may hold deliveries Next has not returned yet
+// (a prefetch buffer). Run calls Unread once, when it stops, to hand those
+// back: left alone they would wait out the ack wait while newer events of
+// their subjects apply after a restart and turn them stale. After Unread
+// the source delivers nothing more.
+type Unreader interface {
+	Unread() []*Message
+}
+
 // Run pulls from src and processes with workers goroutines until ctx ends.
 // Events that share a lease (a subject's, or, without a subject, a shard of
 // keys: leaseKey) run one at a time, in delivery order, so this process
@@ -39,12 +48,13 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 					m, rest = q.done(m)
 					// Stopping: the events queued behind this one never
 					// started. Hand them back now rather than let them wait
-					// out the ack wait, and after the one that ran, which
-					// Process may have handed back itself (handBackDelay):
-					// a newer event redelivered first would apply
-					// elsewhere and turn the older one stale.
+					// out the ack wait, and after the one that ran (which
+					// Process hands back at a stop without delay too): the
+					// server redelivers in the order of the hand-backs, and
+					// a newer event redelivered first would apply and turn
+					// the older one stale.
 					for _, r := range rest {
-						p.handBack(r, stopHandBackDelay)
+						p.handBack(r, 0)
 					}
 				}
 			}
@@ -57,10 +67,19 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		q.keepAlive(aliveCtx, keepAlive)
 	}()
 	defer func() {
+		// The source's unread deliveries are newer than everything taken:
+		// stop the source first, hand them back last.
+		var unread []*Message
+		if u, ok := src.(Unreader); ok {
+			unread = u.Unread()
+		}
 		// From here on each worker hands back what waits behind its event.
 		q.stop()
 		close(ready)
 		wg.Wait()
+		for _, m := range unread {
+			p.handBack(m, 0)
+		}
 		stopAlive() // ctx may still be live: the source failed
 		<-aliveDone
 	}()
@@ -139,11 +158,6 @@ func (q *serialQueue) stop() {
 	defer q.mu.Unlock()
 	q.stopped = true
 }
-
-// stopHandBackDelay delays the redelivery of the events handed back at a
-// stop from behind their subject's running event past that event's own
-// hand-back.
-const stopHandBackDelay = 2 * handBackDelay
 
 // keepAlive marks every queued event in progress every interval until ctx
 // ends, so an event waiting behind a slow one of its subject is not

@@ -21,6 +21,7 @@ const DurableApply = "hookgate-apply"
 var (
 	_ consumer.Grants      = (*Effects)(nil)
 	_ consumer.DeadLetters = (*Effects)(nil)
+	_ consumer.Unreader    = (*Source)(nil)
 )
 
 // Effects publishes to GRANTS and DLQ. Safe for concurrent use.
@@ -145,6 +146,27 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 // Stop ends pulling; Next then returns an error.
 func (s *Source) Stop() { s.it.Stop() }
 
+// unreadWait bounds the wait for each buffered delivery in Unread.
+const unreadWait = time.Second
+
+// Unread implements consumer.Unreader: it stops pulling and returns the
+// deliveries already received that Next has not returned (they would
+// otherwise wait out the ack wait), oldest first. Next returns an error
+// afterwards.
+func (s *Source) Unread() []*consumer.Message {
+	s.it.Drain()
+	var out []*consumer.Message
+	for {
+		msg, err := s.it.Next(js.NextMaxWait(unreadWait))
+		if err != nil {
+			return out
+		}
+		if m, ok := message(msg); ok {
+			out = append(out, m)
+		}
+	}
+}
+
 // Next blocks until a message arrives or ctx ends.
 func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 	for {
@@ -159,17 +181,24 @@ func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 			// Transient (no heartbeat, reconnect): the iterator recovers.
 			continue
 		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			_ = msg.Term()
-			continue
+		if m, ok := message(msg); ok {
+			return m, nil
 		}
-		return &consumer.Message{
-			Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
-			Deliveries: int(meta.NumDelivered),
-			Delivery:   delivery{msg},
-		}, nil
 	}
+}
+
+// message reads a delivery; one without JetStream metadata is terminated.
+func message(msg js.Msg) (*consumer.Message, bool) {
+	meta, err := msg.Metadata()
+	if err != nil {
+		_ = msg.Term()
+		return nil, false
+	}
+	return &consumer.Message{
+		Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
+		Deliveries: int(meta.NumDelivered),
+		Delivery:   delivery{msg},
+	}, true
 }
 
 // EventFromMsg rebuilds a consumer.Event from a stored message.

@@ -3,13 +3,16 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/jetstream/jstest"
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,6 +33,22 @@ func TestRunReturnsWhenDurableConsumerIsDeleted(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(runCtx, src, 8) }()
+	// Delete it once its pull request waits at the server (deleted before,
+	// the pull goes unanswered and only the missed heartbeats end it).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CachedInfo().NumWaiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no pull request reached the server")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := env.Conn.JS.DeleteConsumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply); err != nil {
 		t.Fatal(err)
 	}
@@ -41,5 +60,104 @@ func TestRunReturnsWhenDurableConsumerIsDeleted(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		stop()
 		t.Fatalf("Run still running 15 s after its durable consumer was deleted; returned %v only when ctx was cancelled", <-done)
+	}
+}
+
+// A stop hands back the deliveries the source had received and not yet
+// given to a worker (nats.go's prefetch buffer): a restart gets them at
+// once. Dropped with the buffer, they waited out the ack wait while newer
+// events of their subjects applied first and turned them stale.
+func TestStopHandsBackPrefetchedDeliveries(t *testing.T) {
+	env := jstest.Start(t, "")
+	ctx := t.Context()
+	const n = 200
+	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
+	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		key := fmt.Sprintf("p:default:evt:%d", i)
+		h := nats.Header{}
+		h.Set(event.HeaderKey, key)
+		h.Set(event.HeaderProvider, "p")
+		h.Set(event.HeaderAccount, "default")
+		h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i))
+		h.Set(event.HeaderOccurredAt, t0.Format(time.RFC3339Nano))
+		if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fx := jetstream.NewEffects(env.Conn)
+	newProc := func(effects ...consumer.Effect) *consumer.Processor {
+		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
+		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
+			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
+	}
+	// The ack wait is far longer than the test waits below: a delivery left
+	// unsettled shows.
+	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: 5 * time.Minute}
+
+	release := make(chan struct{})
+	held := consumer.EffectFunc(func(ctx context.Context, _ consumer.Event) error {
+		<-release
+		return nil
+	})
+	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- newProc(held).Run(runCtx, src, 4) }()
+	// Wait until the source holds deliveries beyond the 4 the workers run.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pending, err := src.Pending(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.CachedInfo().NumAckPending > 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the source never prefetched beyond the workers' 4 (lag %d)", pending)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	close(release) // the 4 running events finish
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	src.Stop()
+
+	// A restart applies every event, well inside the ack wait.
+	src2, err := jetstream.OpenSource(ctx, env.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Stop()
+	runCtx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() { _ = newProc().Run(runCtx2, src2, 4) }()
+	grants, err := env.Conn.JS.Stream(ctx, jetstream.StreamGrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		info, err := grants.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the restart GRANTS holds %d of %d events: deliveries of the stopped run wait out the ack wait", info.State.Msgs, n)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

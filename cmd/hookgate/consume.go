@@ -102,7 +102,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	}
 	src, err := jetstream.OpenSource(ctx, conn, jetstream.SourceOptions{
 		// A small window: deliveries a killed instance had prefetched come
-		// back only after AckWait, overtaken by newer events (stale).
+		// back only after AckWait, overtaken by newer events (stale). (A
+		// stop hands them back at once: consumer.Unreader.)
 		MaxAckPending: max(cfg.Consumer.Workers*16, 128),
 		AckWait:       o.LeaseTTL,
 	})
