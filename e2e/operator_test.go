@@ -236,8 +236,17 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 	if _, errOut, code := cli(t, "replay", "--since", "yesterday", "--config", e.cfgPath); code != 2 || !strings.Contains(errOut, "--since") {
 		t.Fatalf("bad --since: exit %d, %q", code, errOut)
 	}
+	if _, errOut, code := cli(t, "replay", "--since", "1m", "--until", "2h", "--dry-run", "--config", e.cfgPath); code != 2 || !strings.Contains(errOut, "--until") || !strings.Contains(errOut, "before --since") {
+		t.Fatalf("--until before --since (swapped durations): exit %d, %q; want 2 and a line naming both", code, errOut)
+	}
 	if _, errOut, code := cli(t, "dlq", "show", "99", "--config", e.cfgPath); code != 1 || !strings.Contains(errOut, "no letter 99") {
 		t.Fatalf("unknown seq: exit %d, %q", code, errOut)
+	}
+	// A letter that is not there was not re-fed: the summary must not
+	// count it as failed again.
+	if out, _, code := cli(t, "dlq", "replay", "99", "--config", e.cfgPath); code != 1 || !strings.Contains(out, "not found") ||
+		!strings.Contains(out, "re-fed 0 letters: 0 resolved, 0 failed again, 1 not re-fed") {
+		t.Fatalf("dlq replay of a missing letter: exit %d\n%s", code, out)
 	}
 	if _, errOut, code := cli(t, "replay"); code != 2 || !strings.Contains(errOut, "--config") {
 		t.Fatalf("no config: exit %d, %q", code, errOut)

@@ -114,27 +114,38 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 			return fmt.Errorf("dlq replay: %w", err)
 		}
 	}
-	failed := 0
+	var count [3]int // by refeedResult
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tKEY\tRESULT\tREASON")
 	for _, seq := range seqs {
-		line, ok := dlqReplayOne(ctx, sys, proc, rec, audit, seq, *dryRun)
-		if !ok {
-			failed++
-		}
+		line, res := dlqReplayOne(ctx, sys, proc, rec, audit, seq, *dryRun)
+		count[res]++
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
-	if *dryRun {
-		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters\n", len(seqs))
-	} else {
-		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved, %d failed again\n", len(seqs), len(seqs)-failed, failed)
+	notFed := ""
+	if n := count[notRefed]; n > 0 {
+		notFed = fmt.Sprintf(", %d not re-fed", n)
 	}
-	if failed > 0 {
+	if *dryRun {
+		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s\n", len(seqs), notFed)
+	} else {
+		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved, %d failed again%s\n", count[resolved]+count[failedAgain], count[resolved], count[failedAgain], notFed)
+	}
+	if count[failedAgain]+count[notRefed] > 0 {
 		return silentError{1}
 	}
 	return nil
 }
+
+// refeedResult is what became of one letter in dlq replay.
+type refeedResult int
+
+const (
+	resolved    refeedResult = iota // applied, stale or already applied: removed (or would be, in a dry run)
+	failedAgain                     // dead-lettered again (a new letter)
+	notRefed                        // not found, or not decided (the store did not answer): nothing changed
+)
 
 // letterRecorder passes dead letters on and remembers the last sequence,
 // so a re-fed letter that fails again can be reported old -> new.
@@ -164,27 +175,26 @@ func letterEvent(m jetstream.StoredMsg) consumer.Event {
 	return ev
 }
 
-// dlqReplayOne re-feeds one letter. ok is false when it failed again (or
-// could not be re-fed at all).
-func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dryRun bool) (string, bool) {
+// dlqReplayOne re-feeds one letter and says what became of it.
+func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dryRun bool) (string, refeedResult) {
 	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNotFound) {
-			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), false
+			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), notRefed
 		}
-		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), false
+		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), notRefed
 	}
 	ev := letterEvent(m)
 	if dryRun {
 		j, err := proc.Judge(ctx, ev, 0)
 		if err != nil {
-			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), false
+			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), notRefed
 		}
 		d := j.Decision
 		if d == consumer.Applied {
 			d = "apply"
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), true
+		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), resolved
 	}
 	rec.seq = 0
 	out := proc.ProcessOnce(ctx, ev, 1)
@@ -197,21 +207,22 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	switch out.Decision {
 	case consumer.Retry:
 		// Not decided (KV or NATS trouble): the letter stays as it is.
-		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), false
+		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed
 	case consumer.DeadLettered:
 		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)
 		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
-			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), false
+			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), failedAgain
 		}
 		rec1(event.DecisionDlqRemoved, fmt.Sprintf("re-appended as %d", rec.seq))
-		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), false
+		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), failedAgain
 	}
 	rec1(event.DecisionDlqRefed, out.Decision)
 	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
-		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), false
+		// Decided, but the letter stays: exit 1 so a script looks.
+		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), notRefed
 	}
 	rec1(event.DecisionDlqRemoved, out.Decision)
-	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), true
+	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved
 }
 
 // letterRange selects the letters of one provider, or all.

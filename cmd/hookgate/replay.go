@@ -55,6 +55,12 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if r.Until, err = parseWhen(*until, now); err != nil {
 		return usagef("replay: --until: %v", err)
 	}
+	if !r.Since.IsZero() && !r.Until.IsZero() && r.Until.Before(r.Since) {
+		// Most likely swapped: durations count back from now, so --until
+		// takes the shorter one.
+		return usagef("replay: --until %s is before --since %s (durations count back from now: --since 2h --until 1h)",
+			r.Until.UTC().Format(time.RFC3339), r.Since.UTC().Format(time.RFC3339))
+	}
 	if *toSeq > 0 && *fromSeq > *toSeq {
 		return usagef("replay: --from-seq %d is after --to-seq %d", *fromSeq, *toSeq)
 	}
