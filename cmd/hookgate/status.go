@@ -107,8 +107,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	  ack_floor_stream_seq, last_ack
 //	dlq_depth            letters in DLQ
 //	dlq_by_provider      {provider: letters}
-//	watermarks           subjects with a watermark (WATERMARKS values, less
-//	                     the key-shard leases)
+//	watermarks           subjects with a WATERMARKS entry (less the key-shard
+//	                     leases): a subject has one from its first event's
+//	                     lease on, applied or not (trace tells)
 //	key_shard_leases     WATERMARKS entries leasing events without a subject
 //	applied_keys         keys APPLIED remembers (they expire after the horizon);
 //	                     a watermark rule publishing to a subject with

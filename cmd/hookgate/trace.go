@@ -336,6 +336,15 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		switch {
 		case !wm.Exists:
 			fmt.Fprintf(tw, "watermark\t%s: none\n", wm.Key)
+		case wm.At.IsZero():
+			// The entry holds a lease (or held one), no applied event: its
+			// first event is being applied, was dead-lettered, or waits for
+			// its retry.
+			s := wm.Key + ": no event applied yet"
+			if wm.LeaseKey != "" {
+				s += ", leased to " + wm.LeaseKey
+			}
+			fmt.Fprintf(tw, "watermark\t%s\n", s)
 		default:
 			s := fmt.Sprintf("%s at %s", wm.Key, wm.At.Format(time.RFC3339Nano))
 			switch {

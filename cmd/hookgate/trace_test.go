@@ -37,3 +37,15 @@ func TestTraceShowsKeyShard(t *testing.T) {
 		t.Errorf("--json lacks %s:\n%s", want, j)
 	}
 }
+
+// A subject whose entry holds only a lease (its first event dead-lettered
+// or waiting for its retry) says so instead of printing a zero time.
+func TestTraceWatermarkWithoutAppliedEvent(t *testing.T) {
+	r := jetstream.TraceReport{Key: "gg:default:evt:1", Provider: "gg", Account: "default",
+		Watermark: &jetstream.WatermarkState{Key: "gg.default.G-2", Exists: true}}
+	var b bytes.Buffer
+	writeTrace(&b, r, &config.Config{})
+	if out := b.String(); !strings.Contains(out, "gg.default.G-2: no event applied yet") || strings.Contains(out, "0001-01-01") {
+		t.Errorf("trace output:\n%s", out)
+	}
+}
