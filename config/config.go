@@ -304,9 +304,6 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 	d := newDecoder(baseDir, getenv, readFile)
 	c := &Config{}
 	d.decodeDocument(data, c)
-	if len(d.problems) > 0 {
-		return nil, d.problems
-	}
 	c.src = &source{lines: d.lines}
 	c.setDefaults(func(key string) bool { return d.set[key] })
 	if !d.set["nats.embedded.token"] {
@@ -315,6 +312,13 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 		c.NATS.Embedded.Token = Secret(getenv("HOOKGATE_NATS_TOKEN"))
 	}
 	c.resolvePaths(baseDir)
+	if len(d.problems) > 0 {
+		// Report the rest of the file too (one line per problem, all at
+		// once: a CI job without the real secrets in its environment
+		// still sees every other mistake), except what follows from a
+		// value that could not be read.
+		return nil, append(d.problems, c.Check().Errors().except(d.problems)...)
+	}
 	return c, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -320,10 +321,12 @@ providers: {p: {signature: {secrets: ["${S}"]}}}
 `
 	_, err := Parse([]byte(data), "", nil)
 	var ps Problems
-	if !errors.As(err, &ps) || len(ps) != 4 {
-		t.Fatalf("Parse = %v; want 4 problems", err)
+	// Four the file could not be read past, and the missing scheme, which
+	// only the checks of the whole config see: every mistake at once.
+	if !errors.As(err, &ps) || len(ps) != 5 || ps[4].Key != "providers.p.signature.scheme" {
+		t.Fatalf("Parse = %v; want 5 problems, the last the missing scheme", err)
 	}
-	if got := strings.Count(err.Error(), "\n"); got != 3 {
+	if got := strings.Count(err.Error(), "\n"); got != 4 {
 		t.Errorf("Error() has %d newlines, want one line per problem:\n%v", got, err)
 	}
 }
@@ -410,4 +413,35 @@ func TestMergeOnlyMappingsCount(t *testing.T) {
 		t.Fatalf("Parse = %v, want Problems", err)
 	}
 	wantProblem(t, ps, "providers", "bring in more than 10000 keys", false)
+}
+
+// An unset variable does not hide the rest of the file (config check in CI,
+// without the real secrets), and what follows from the value it left out
+// is not reported a second time.
+func TestUnsetVariableDoesNotHideOtherProblems(t *testing.T) {
+	data := `
+dedup: {horizon: 96h, window: 120h}
+providers:
+  p1:
+    signature: {scheme: standard-webhooks, secrets: ["${UNSET_SECRET}"]}
+    fallback: maybe
+`
+	_, err := Parse([]byte(data), "", nil)
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("Parse = %v; want Problems", err)
+	}
+	var keys []string
+	for _, p := range ps {
+		keys = append(keys, p.Key)
+	}
+	want := []string{"providers.p1.signature.secrets[0]", "dedup.window", "providers.p1.fallback"}
+	for _, k := range want {
+		if !slices.Contains(keys, k) {
+			t.Errorf("no problem for %s in:\n%v", k, err)
+		}
+	}
+	if len(ps) != len(want) {
+		t.Errorf("%d problems, want %d (the unset secret once):\n%v", len(ps), len(want), err)
+	}
 }

@@ -97,3 +97,28 @@ func (ps Problems) Warnings() Problems {
 	}
 	return out
 }
+
+// except returns the problems of ps whose key is not one of bad's keys, a
+// key inside one of them or one containing it. A problem of bad without a
+// key (the file as a whole) excludes everything.
+func (ps Problems) except(bad Problems) Problems {
+	var out Problems
+next:
+	for _, p := range ps {
+		for _, b := range bad {
+			if b.Key == "" || related(p.Key, b.Key) {
+				continue next
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// related reports whether one dotted key is the other or inside it.
+func related(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	return strings.HasPrefix(b, a) && (len(a) == len(b) || b[len(a)] == '.' || b[len(a)] == '[')
+}
