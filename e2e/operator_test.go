@@ -270,6 +270,9 @@ providers:
     subject: "json:/grant_id"
     occurred_at: "json:/occurred_at"
     type: "json:/type"
+  unordered:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    ordering: none
 `)
 	e := &env{dir: dir, cfgPath: cfg, natsURL: fmt.Sprintf("nats://127.0.0.1:%d", port)}
 	hg := start(t, cfg)
@@ -304,6 +307,19 @@ providers:
 		if code != 0 || !strings.Contains(out, "msg_first") || strings.Contains(out, "msg_second") || !strings.Contains(out, "1 events") {
 			t.Fatalf("replay %v (exit %d), want the first event only:\n%s", sel, code, out)
 		}
+	}
+
+	// Under ordering none nothing remembers a key past the horizon: a forced
+	// replay would apply it again, and says so.
+	body := []byte(`{"note":"unordered"}`)
+	expect(t, post(t, hg.baseURL+"/webhooks/unordered", signGrants(t, "msg_none", body), body), 200, "status", "accepted")
+	waitFor(t, "the unordered event applied", 30*time.Second, func() bool { return streamMsgs(t, e, "GRANTS") == 3 })
+	waitFor(t, "its applied key forgotten past the horizon", 30*time.Second, func() bool {
+		out, _, _ = cli(t, "replay", "--dry-run", "--force", "--provider", "unordered", "--config", cfg)
+		return regexp.MustCompile(`msg_none\s+apply\s`).MatchString(out)
+	})
+	if !strings.Contains(out, "forced beyond the horizon: if it was applied before, this repeats it") {
+		t.Fatalf("a forced replay that would apply a forgotten key again does not say so:\n%s", out)
 	}
 }
 

@@ -25,6 +25,9 @@ const (
 	decRedelivered   = "redelivered"
 	decFailed        = "failed"
 	decSkippedReason = "skipped: beyond the horizon (use --force)"
+	// forcedReason goes with an event --force applies from beyond the
+	// horizon.
+	forcedReason = "forced beyond the horizon: if it was applied before, this repeats it"
 )
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -146,6 +149,11 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	if j.Decision == consumer.BeyondHorizon {
 		return consumer.BeyondHorizon, j.Reason
 	}
+	if force && j.Decision == consumer.Applied && !ev.ReceivedAt.IsZero() && time.Since(ev.ReceivedAt) > cfg.Dedup.Horizon {
+		// Nothing remembers keys that long: an event applied before looks
+		// new, and applying it again runs its effects a second time.
+		j.Reason = strings.TrimPrefix(j.Reason+"; ", "; ") + forcedReason
+	}
 	if dryRun {
 		d := j.Decision
 		if d == consumer.Applied {
@@ -174,6 +182,9 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	decision := out.Decision
 	if decision == consumer.Retry {
 		decision = decFailed
+	}
+	if decision == consumer.Applied && strings.HasSuffix(j.Reason, forcedReason) {
+		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + forcedReason
 	}
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
 		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
