@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,6 +224,7 @@ func (f *Forward) header(ev Event) (http.Header, error) {
 		return nil, errors.New("the key cannot be sent as Idempotency-Key: empty or a control byte")
 	}
 	h := make(http.Header, 8)
+	var quoted []string // Hookgate-* headers this request Go-quotes
 	for name, values := range ev.Header {
 		// Stored headers may come back from NATS in any case.
 		if len(name) < len(event.HeaderPrefix) || !strings.EqualFold(name[:len(event.HeaderPrefix)], event.HeaderPrefix) {
@@ -233,10 +235,22 @@ func (f *Forward) header(ev Event) (http.Header, error) {
 		}
 		for _, v := range values {
 			if !forwardHeaderValueOK(v) {
-				return nil, fmt.Errorf("header %s: value has a control byte no HTTP header may hold", name)
+				// A control byte stored raw: only versions before the
+				// quoting of extracted values wrote such values. Send it
+				// the way hookgate stores them now, Go-quoted and listed in
+				// Hookgate-Quoted, rather than never deliver the event.
+				v = strconv.Quote(v)
+				quoted = append(quoted, http.CanonicalHeaderKey(name))
 			}
 			h.Add(name, v)
 		}
+	}
+	if len(quoted) > 0 {
+		if prev := h.Get(event.HeaderQuoted); prev != "" {
+			quoted = append(strings.Split(prev, ","), quoted...)
+		}
+		slices.Sort(quoted)
+		h.Set(event.HeaderQuoted, strings.Join(slices.Compact(quoted), ","))
 	}
 	ct := forwardHeaderGet(ev.Header, "Content-Type")
 	if ct == "" {
