@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -58,4 +59,17 @@ func startAudit(sys *system, logger *slog.Logger, buffer int, onFail func()) (*j
 	done := make(chan struct{})
 	go func() { _ = audit.Run(ctx); close(done) }()
 	return audit, func() { cancel(); <-done }
+}
+
+// printable is s for a terminal: Go-quoted when it holds a control byte (a
+// value stored raw by an older version, or one stored quoted and read back
+// exact), which would otherwise break a line or a table, or move the
+// cursor.
+func printable(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -279,7 +279,7 @@ func dlqShow(ctx context.Context, sys *system, seq uint64, stdout io.Writer) err
 	sort.Strings(names)
 	for _, k := range names {
 		for _, v := range m.Header[k] {
-			fmt.Fprintf(stdout, "%s: %s\n", k, v)
+			fmt.Fprintf(stdout, "%s: %s\n", k, printable(v))
 		}
 	}
 	fmt.Fprintf(stdout, "\n%s\n", m.Body)

@@ -254,7 +254,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		var ex []string
 		for _, f := range [][2]string{{"subject", s.EventSubject}, {"type", s.Type}, {"occurred", s.OccurredAt}} {
 			if f[1] != "" {
-				ex = append(ex, f[0]+" "+f[1])
+				ex = append(ex, f[0]+" "+printable(f[1]))
 			}
 		}
 		if len(ex) > 0 {

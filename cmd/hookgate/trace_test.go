@@ -49,3 +49,17 @@ func TestTraceWatermarkWithoutAppliedEvent(t *testing.T) {
 		t.Errorf("trace output:\n%s", out)
 	}
 }
+
+// A subject with a control byte (stored raw by an older version, or read
+// back exact from its quoted form) is printed Go-quoted: raw, a newline
+// would break trace's table.
+func TestTracePrintsControlBytesQuoted(t *testing.T) {
+	r := jetstream.TraceReport{Key: "gg:default:evt:1", Provider: "gg", Account: "default",
+		Stored: []jetstream.StoredEvent{{Seq: 1, Subject: "webhooks.gg.default", EventSubject: "G\n4", Type: "award\r\nx"}}}
+	var b bytes.Buffer
+	writeTrace(&b, r, &config.Config{})
+	out := b.String()
+	if !strings.Contains(out, `subject "G\n4", type "award\r\nx"`) || strings.Contains(out, "G\n4") {
+		t.Errorf("trace output:\n%s", out)
+	}
+}
