@@ -98,21 +98,57 @@ func (ps Problems) Warnings() Problems {
 	return out
 }
 
-// except returns the problems of ps whose key is not one of bad's keys, a
-// key inside one of them or one containing it. A problem of bad without a
-// key (the file as a whole) excludes everything.
+// except returns the problems of ps that cannot follow from one of bad's:
+// those outside the groups of bad's keys, and not on a key related to one.
+// A check may compare keys of one group (dedup.window with dedup.horizon,
+// retention with dedup and http, a provider's ordering with its subject), and
+// a value that could not be read is checked as its default, so a problem
+// there may be the unread value's, not the file's. A problem of bad without
+// a key (the file as a whole) excludes everything.
 func (ps Problems) except(bad Problems) Problems {
 	var out Problems
 next:
 	for _, p := range ps {
 		for _, b := range bad {
-			if b.Key == "" || related(p.Key, b.Key) {
+			if b.Key == "" || group(p.Key) == group(b.Key) || related(p.Key, b.Key) {
+				continue next
+			}
+			// A misspelt key leaves its intended sibling unset.
+			if parent, _, ok := cutLast(b.Key); ok && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, parent) {
 				continue next
 			}
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// group is what a check of key may read besides key: a provider's
+// signature (checked on its own), the rest of its provider's entry, or for
+// anything outside providers every other such section.
+func group(key string) string {
+	rest, ok := strings.CutPrefix(key, "providers.")
+	if !ok {
+		if key == "providers" {
+			return key
+		}
+		return "global"
+	}
+	name, rest, _ := strings.Cut(rest, ".")
+	name, _, _ = strings.Cut(name, "[")
+	if rest == "signature" || strings.HasPrefix(rest, "signature.") {
+		return "providers." + name + ".signature"
+	}
+	return "providers." + name
+}
+
+// cutLast splits a dotted key at its last dot.
+func cutLast(key string) (parent, last string, ok bool) {
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 {
+		return "", key, false
+	}
+	return key[:i], key[i+1:], true
 }
 
 // related reports whether one dotted key is the other or inside it.

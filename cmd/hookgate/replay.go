@@ -62,7 +62,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		// Most likely swapped: durations count back from now, so --until
 		// takes the shorter one.
 		return usagef("replay: --until %s is before --since %s (durations count back from now: --since 2h --until 1h)",
-			r.Until.UTC().Format(time.RFC3339), r.Since.UTC().Format(time.RFC3339))
+			r.Until.UTC().Format(time.RFC3339Nano), r.Since.UTC().Format(time.RFC3339Nano))
 	}
 	if *toSeq > 0 && *fromSeq > *toSeq {
 		return usagef("replay: --from-seq %d is after --to-seq %d", *fromSeq, *toSeq)
