@@ -1,6 +1,8 @@
 package consumer
 
 import (
+	"context"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -54,8 +56,37 @@ func (p *Processor) attempt(m *Message) int {
 }
 
 // handBack gives m back to the stream for another delivery after d,
-// untried: it does not count as an attempt.
+// untried: it does not count as an attempt. While Run stops, d is
+// stopHandBackDelay whatever the caller asked (see there).
 func (p *Processor) handBack(m *Message, d time.Duration) {
 	p.handBacks.add(m.Event.Seq)
-	p.nak(m, d)
+	if !m.stopping() {
+		p.nak(m, d)
+		return
+	}
+	c, ok := m.Delivery.(ConfirmedNaker)
+	if !ok {
+		p.nak(m, stopHandBackDelay)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopNakWait)
+	defer cancel()
+	if err := c.NakWithDelayConfirmed(ctx, stopHandBackDelay); err != nil {
+		p.log.Warn("hand back at stop not confirmed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	}
 }
+
+// stopHandBackDelay is the redelivery delay of everything handed back while
+// Run stops. Not zero: JetStream keeps a plain negative acknowledgement in
+// memory only, so a server restart (the embedded one stops with hookgate)
+// would forget it and redeliver the event only after the ack wait, behind
+// newer events of its subject that would turn it stale; a delay is written
+// with the consumer's state, and the restarted server redelivers such
+// events first, in stream order (so in order per subject) (checkPending in
+// nats-server's consumer.go). Run also waits for that before its first pull
+// (jetstream.OpenSource).
+const stopHandBackDelay = time.Millisecond
+
+// stopNakWait bounds the wait for the server to take one hand-back at a
+// stop.
+const stopNakWait = 2 * time.Second

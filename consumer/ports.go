@@ -76,6 +76,14 @@ type Delivery interface {
 	InProgress() error
 }
 
+// ConfirmedNaker is a Delivery that can hand a message back and wait until
+// the server has taken it. A stop hands back this way: the server process
+// may stop next (the embedded one does), and a negative acknowledgement it
+// had not taken yet would leave the message to wait out the ack wait.
+type ConfirmedNaker interface {
+	NakWithDelayConfirmed(ctx context.Context, d time.Duration) error
+}
+
 // Message is one delivery of a stored event.
 type Message struct {
 	Event      Event

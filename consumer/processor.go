@@ -165,14 +165,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		out = p.process(ctx, m)
 	}
 	if out.transient {
-		d := handBackDelay
-		if m.stopping() {
-			// Run's stop: at once, so the redelivery comes before newer
-			// events of the subject (Run hands back the ones queued behind
-			// this one after it).
-			d = 0
-		}
-		p.handBack(m, d)
+		p.handBack(m, handBackDelay)
 	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out

@@ -48,11 +48,9 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 					m, rest = q.done(m)
 					// Stopping: the events queued behind this one never
 					// started. Hand them back now rather than let them wait
-					// out the ack wait, and after the one that ran (which
-					// Process hands back at a stop without delay too): the
-					// server redelivers in the order of the hand-backs, and
-					// a newer event redelivered first would apply and turn
-					// the older one stale.
+					// out the ack wait (see stopHandBackDelay: redelivered
+					// in stream order, so after the one that ran, which a
+					// newer event must not overtake).
 					for _, r := range rest {
 						p.handBack(r, 0)
 					}
@@ -67,14 +65,17 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		q.keepAlive(aliveCtx, keepAlive)
 	}()
 	defer func() {
-		// The source's unread deliveries are newer than everything taken:
-		// stop the source first, hand them back last.
+		// From here on each worker hands back what waits behind its event.
+		q.stop()
+		// The source's unread deliveries: stop the source first (nothing
+		// more comes in), hand them back when the workers are done.
 		var unread []*Message
 		if u, ok := src.(Unreader); ok {
 			unread = u.Unread()
+			for _, m := range unread {
+				m.stop = ctx.Done()
+			}
 		}
-		// From here on each worker hands back what waits behind its event.
-		q.stop()
 		close(ready)
 		wg.Wait()
 		for _, m := range unread {

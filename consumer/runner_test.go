@@ -494,3 +494,52 @@ func TestRunKeepsSubjectsSerialAndSettlesEveryMessage(t *testing.T) {
 		})
 	}
 }
+
+// slowMarks answers Get after 1 s (a busy store), correctly.
+type slowMarks struct{ *memMarks }
+
+func (s slowMarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
+	time.Sleep(time.Second)
+	return s.memMarks.Get(ctx, key)
+}
+
+// Like TestStopHandsBackSubjectInOrder, but the running event finds its
+// subject in doubt (a dead holder's lease on another key) at the stop: it
+// is handed back with the stop's delay too, not its usual second, which put
+// the newer event queued behind it first.
+func TestStopHandsBackInDoubtSubjectInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev1 := spec{key: "k1", provider: provWatermark, subject: "G-1", at: at(10)}.event(1)
+		ev2 := spec{key: "k2", provider: provWatermark, subject: "G-1", at: at(11)}.event(2)
+		marks := newMemMarks()
+		if _, err := marks.Put(context.Background(), consumer.MarkKey(ev1), consumer.Mark{At: at(5),
+			Lease: &consumer.Lease{Owner: "dead", Key: "kx", Until: time.Now().Add(-time.Second)}}, 0); err != nil {
+			t.Fatal(err)
+		}
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
+		proc := consumer.NewProcessor(rules, slowMarks{marks}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		log := &dueLog{due: map[string]time.Time{}}
+		d1, d2 := &dueDelivery{key: "k1", log: log}, &dueDelivery{key: "k2", log: log}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- proc.Run(ctx, newList(
+				&consumer.Message{Event: ev1, Deliveries: 1, Delivery: d1},
+				&consumer.Message{Event: ev2, Deliveries: 1, Delivery: d2}), 4)
+		}()
+		time.Sleep(500 * time.Millisecond) // k1 reading its mark, k2 queued behind it
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		due1, due2 := log.due["k1"], log.due["k2"]
+		if due1.IsZero() || due2.IsZero() || due2.Before(due1) || !slices.Equal(log.order, []string{"k1", "k2"}) {
+			t.Fatalf("k1 (older, in doubt at the stop) naked at delays %v, due %s; k2 (newer, queued) naked at delays %v, due %s; order %v: k2 is redelivered first",
+				d1.delays, due1.Format("15:04:05.000"), d2.delays, due2.Format("15:04:05.000"), log.order)
+		}
+	})
+}

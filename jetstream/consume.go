@@ -104,6 +104,7 @@ type SourceOptions struct {
 type Source struct {
 	cons js.Consumer
 	it   js.MessagesContext
+	nc   *nats.Conn
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -127,12 +128,29 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cons.CachedInfo().NumAckPending > 0 {
+		// Deliveries a previous run handed back at its stop (or left
+		// unacknowledged): a server that just restarted requeues them
+		// 0.5-1.5 s after it restored the consumer (nats-server's
+		// consumer.go, setStoreState). Pulling before that would serve
+		// newer events of their subjects first, which would turn them
+		// stale.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(restoredPendingWait):
+		}
+	}
 	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
-	return &Source{cons: cons, it: it}, nil
+	return &Source{cons: cons, it: it, nc: c.JS.Conn()}, nil
 }
+
+// restoredPendingWait outlasts the server's first check of a restored
+// consumer's pending deliveries.
+const restoredPendingWait = 1600 * time.Millisecond
 
 // Pending returns the consumer's lag: undelivered plus unacked.
 func (s *Source) Pending(ctx context.Context) (uint64, error) {
@@ -161,7 +179,7 @@ func (s *Source) Unread() []*consumer.Message {
 		if err != nil {
 			return out
 		}
-		if m, ok := message(msg); ok {
+		if m, ok := s.message(msg); ok {
 			out = append(out, m)
 		}
 	}
@@ -181,14 +199,14 @@ func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 			// Transient (no heartbeat, reconnect): the iterator recovers.
 			continue
 		}
-		if m, ok := message(msg); ok {
+		if m, ok := s.message(msg); ok {
 			return m, nil
 		}
 	}
 }
 
 // message reads a delivery; one without JetStream metadata is terminated.
-func message(msg js.Msg) (*consumer.Message, bool) {
+func (s *Source) message(msg js.Msg) (*consumer.Message, bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		_ = msg.Term()
@@ -197,7 +215,7 @@ func message(msg js.Msg) (*consumer.Message, bool) {
 	return &consumer.Message{
 		Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
 		Deliveries: int(meta.NumDelivered),
-		Delivery:   delivery{msg},
+		Delivery:   delivery{m: msg, nc: s.nc},
 	}, true
 }
 
@@ -230,7 +248,24 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 	return ev
 }
 
-type delivery struct{ m js.Msg }
+type delivery struct {
+	m  js.Msg
+	nc *nats.Conn
+}
+
+var _ consumer.ConfirmedNaker = delivery{}
+
+// NakWithDelayConfirmed implements consumer.ConfirmedNaker: the negative
+// acknowledgement as a request, which the server answers once it has
+// processed it.
+func (d delivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
+	body := []byte("-NAK")
+	if t > 0 {
+		body = fmt.Appendf(nil, `-NAK {"delay": %d}`, t.Nanoseconds())
+	}
+	_, err := d.nc.RequestWithContext(ctx, d.m.Reply(), body)
+	return err
+}
 
 // Ack does not wait for the server to confirm: a lost ack only means a
 // redelivery, which the applied-key check answers already-applied.

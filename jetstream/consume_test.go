@@ -161,3 +161,102 @@ func TestStopHandsBackPrefetchedDeliveries(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// 100 subjects, each with an older event (seq 1-100) and a newer one
+// (seq 101-200). A stop while older ones are running, queued or prefetched,
+// then what serve does in embedded mode: close, shut the server down,
+// start it on the same data_dir, run again. Every event applies: what the
+// stop handed back is redelivered before the newer events of its subjects.
+// (A plain negative acknowledgement lives in the server's memory only: the
+// restarted server redelivered those after the ack wait, behind the newer
+// events, and 28 of 200 were judged stale.)
+func TestEmbeddedRestartAfterStopKeepsOrder(t *testing.T) {
+	dir := t.TempDir()
+	env := jstest.Start(t, dir)
+	ctx := t.Context()
+	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
+	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	for i := range 200 {
+		key := fmt.Sprintf("p:default:evt:%d", i)
+		h := nats.Header{}
+		h.Set(event.HeaderKey, key)
+		h.Set(event.HeaderProvider, "p")
+		h.Set(event.HeaderAccount, "default")
+		h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i%100))
+		h.Set(event.HeaderOccurredAt, t0.Add(time.Duration(i/100)*time.Second).Format(time.RFC3339Nano))
+		if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newProc := func(env *jstest.Env, effects ...consumer.Effect) *consumer.Processor {
+		fx := jetstream.NewEffects(env.Conn)
+		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
+		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
+			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
+	}
+	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: 5 * time.Second}
+	release := make(chan struct{})
+	held := consumer.EffectFunc(func(context.Context, consumer.Event) error {
+		<-release
+		return nil
+	})
+	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- newProc(env, held).Run(runCtx, src, 4) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CachedInfo().NumAckPending > 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the source never prefetched beyond the workers' 4")
+		}
+	}
+	stop()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	src.Stop()
+	env.Conn.Close()
+	env.Embedded.Shutdown()
+
+	env2 := jstest.Start(t, dir)
+	src2, err := jetstream.OpenSource(ctx, env2.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Stop()
+	runCtx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() { _ = newProc(env2).Run(runCtx2, src2, 4) }()
+	grants, err := env2.Conn.JS.Stream(ctx, jetstream.StreamGrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied uint64
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c, err := env2.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := grants.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied = info.State.Msgs
+		if ci := c.CachedInfo(); ci.NumAckPending == 0 && ci.NumPending == 0 {
+			break
+		}
+	}
+	if applied != 200 {
+		t.Fatalf("%d of 200 events applied after the restart: older events were redelivered after their subject's newer event (stale) or not yet", applied)
+	}
+}
