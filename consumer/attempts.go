@@ -81,10 +81,10 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 // memory only, so a server restart (the embedded one stops with hookgate)
 // would forget it and redeliver the event only after the ack wait, behind
 // newer events of its subject that would turn it stale; a delay is written
-// with the consumer's state, and the restarted server redelivers such
-// events first, in stream order (so in order per subject) (checkPending in
-// nats-server's consumer.go). Run also waits for that before its first pull
-// (jetstream.OpenSource).
+// with the consumer's state, and the restarted server queues such events
+// for redelivery as it takes the consumer up, ahead of anything new, in
+// stream order, so in order per subject (checkPending in nats-server's
+// consumer.go; jetstream's TestRestartPullsHandedBackEventsBeforeNewerOnes).
 const stopHandBackDelay = time.Millisecond
 
 // stopNakWait bounds the wait for the server to take one hand-back at a

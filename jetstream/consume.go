@@ -128,29 +128,12 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
-	if cons.CachedInfo().NumAckPending > 0 {
-		// Deliveries a previous run handed back at its stop (or left
-		// unacknowledged): a server that just restarted requeues them
-		// 0.5-1.5 s after it restored the consumer (nats-server's
-		// consumer.go, setStoreState). Pulling before that would serve
-		// newer events of their subjects first, which would turn them
-		// stale.
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(restoredPendingWait):
-		}
-	}
 	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
 	return &Source{cons: cons, it: it, nc: c.JS.Conn()}, nil
 }
-
-// restoredPendingWait outlasts the server's first check of a restored
-// consumer's pending deliveries.
-const restoredPendingWait = 1600 * time.Millisecond
 
 // Pending returns the consumer's lag: undelivered plus unacked.
 func (s *Source) Pending(ctx context.Context) (uint64, error) {

@@ -260,3 +260,109 @@ func TestEmbeddedRestartAfterStopKeepsOrder(t *testing.T) {
 		t.Fatalf("%d of 200 events applied after the restart: older events were redelivered after their subject's newer event (stale) or not yet", applied)
 	}
 }
+
+// What a stop hands back comes first after a restart of the server, before
+// the newer events of the same subjects that arrived while hookgate was
+// down. (With a plain negative acknowledgement, kept in the server's memory
+// only, the newer events came first and 16 of the 20 older ones turned
+// stale.)
+func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
+	dir := t.TempDir()
+	env := jstest.Start(t, dir)
+	ctx := t.Context()
+	const subjects = 20
+	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	publish := func(env *jstest.Env, round int) {
+		pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
+		for i := range subjects {
+			key := fmt.Sprintf("p:default:evt:%d-%d", round, i)
+			h := nats.Header{}
+			h.Set(event.HeaderKey, key)
+			h.Set(event.HeaderProvider, "p")
+			h.Set(event.HeaderAccount, "default")
+			h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i))
+			h.Set(event.HeaderOccurredAt, t0.Add(time.Duration(round)*time.Second).Format(time.RFC3339Nano))
+			if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	newProc := func(env *jstest.Env, effects ...consumer.Effect) *consumer.Processor {
+		fx := jetstream.NewEffects(env.Conn)
+		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
+		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
+			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
+	}
+	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: time.Minute}
+
+	// Run 1: the older event of every subject is delivered, 4 of them run
+	// (held), the rest wait; then a stop and a server restart.
+	publish(env, 0)
+	release := make(chan struct{})
+	held := consumer.EffectFunc(func(context.Context, consumer.Event) error {
+		<-release
+		return nil
+	})
+	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- newProc(env, held).Run(runCtx, src, 4) }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.CachedInfo().NumAckPending == subjects {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events delivered", c.CachedInfo().NumAckPending, subjects)
+		}
+	}
+	stop()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	src.Stop()
+	env.Conn.Close()
+	env.Embedded.Shutdown()
+
+	// The newer event of every subject arrives while hookgate is down;
+	// then the consumer starts.
+	env2 := jstest.Start(t, dir)
+	publish(env2, 1)
+	src2, err := jetstream.OpenSource(ctx, env2.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Stop()
+	runCtx2, stop2 := context.WithCancel(ctx)
+	defer stop2()
+	go func() { _ = newProc(env2).Run(runCtx2, src2, 4) }()
+	grants, err := env2.Conn.JS.Stream(ctx, jetstream.StreamGrants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var applied uint64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		c, err := env2.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := grants.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		applied = info.State.Msgs
+		if ci := c.CachedInfo(); ci.NumAckPending == 0 && ci.NumPending == 0 {
+			break
+		}
+	}
+	if applied != 2*subjects {
+		t.Fatalf("%d of %d events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", applied, 2*subjects)
+	}
+}
