@@ -65,11 +65,20 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 		return
 	}
 	c, ok := m.Delivery.(ConfirmedNaker)
-	if !ok {
+	now := time.Now()
+	// One budget for all of a stop's confirmations: a server that does not
+	// answer must not hold the stop for stopNakWait per event.
+	p.stopNaksUntil.CompareAndSwap(0, now.Add(stopNakBudget).UnixNano())
+	until := time.Unix(0, p.stopNaksUntil.Load())
+	if !ok || !now.Before(until) {
 		p.nak(m, stopHandBackDelay)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), stopNakWait)
+	deadline := now.Add(stopNakWait)
+	if until.Before(deadline) {
+		deadline = until
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if err := c.NakWithDelayConfirmed(ctx, stopHandBackDelay); err != nil {
 		p.log.Warn("hand back at stop not confirmed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
@@ -88,5 +97,8 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 const stopHandBackDelay = time.Millisecond
 
 // stopNakWait bounds the wait for the server to take one hand-back at a
-// stop.
-const stopNakWait = 2 * time.Second
+// stop, stopNakBudget all of them: after it the rest go unconfirmed.
+const (
+	stopNakWait   = 2 * time.Second
+	stopNakBudget = 5 * time.Second
+)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
@@ -75,6 +76,10 @@ type Processor struct {
 	// handBacks keeps the deliveries handed back untried out of the
 	// attempt count (see attempt).
 	handBacks *handBacks
+	// stopNaksUntil ends the time a stop waits for the server to confirm
+	// its hand-backs (unix nanoseconds; 0 until Run's first hand-back at a
+	// stop).
+	stopNaksUntil atomic.Int64
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool

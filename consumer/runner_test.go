@@ -543,3 +543,46 @@ func TestStopHandsBackInDoubtSubjectInOrder(t *testing.T) {
 		}
 	})
 }
+
+// silentDelivery is a Delivery whose server never confirms a hand-back.
+type silentDelivery struct{ countingDelivery }
+
+func (d *silentDelivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A stop whose server does not confirm hand-backs is not held for the
+// confirmation wait per event: one budget covers them all.
+func TestStopHandBacksShareOneWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+			if ev.Key == "k0" {
+				<-release
+			}
+			return nil
+		})
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow}}}
+		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		src := newList()
+		for i := range 50 { // all on one subject: 49 wait behind k0
+			ev := spec{key: fmt.Sprint("k", i), provider: provWatermark, subject: "G-1", at: at(1).Add(time.Duration(i) * time.Second)}.event(uint64(i + 1))
+			src.msgs = append(src.msgs, &consumer.Message{Event: ev, Deliveries: 1, Delivery: &silentDelivery{}})
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, src, 2) }()
+		synctest.Wait()
+		stopAt := time.Now()
+		cancel()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(stopAt); took > 10*time.Second {
+			t.Fatalf("the stop took %s (virtual) waiting for 49 confirmations that never came", took)
+		}
+	})
+}
