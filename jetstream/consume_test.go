@@ -63,201 +63,156 @@ func TestRunReturnsWhenDurableConsumerIsDeleted(t *testing.T) {
 	}
 }
 
-// A stop hands back the deliveries the source had received and not yet
-// given to a worker (nats.go's prefetch buffer): a restart gets them at
-// once. Dropped with the buffer, they waited out the ack wait while newer
-// events of their subjects applied first and turned them stale.
-func TestStopHandsBackPrefetchedDeliveries(t *testing.T) {
-	env := jstest.Start(t, "")
-	ctx := t.Context()
-	const n = 200
-	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
+// stopRestartEnv runs the consumer over a real embedded server for the
+// stop and restart tests: events of provider p, applied under watermark
+// ordering with a publish to GRANTS.
+type stopRestartEnv struct {
+	t    *testing.T
+	dir  string
+	env  *jstest.Env
+	opts jetstream.SourceOptions
+}
+
+func newStopRestartEnv(t *testing.T, ackWait time.Duration) *stopRestartEnv {
+	dir := t.TempDir()
+	return &stopRestartEnv{t: t, dir: dir, env: jstest.Start(t, dir), opts: jetstream.SourceOptions{MaxAckPending: 128, AckWait: ackWait}}
+}
+
+// publish stores one event per subject G-<first>..G-<first+n-1>, keys
+// <round>-<i>, occurred at round seconds past a fixed time.
+func (e *stopRestartEnv) publish(round, first, n int) {
+	e.t.Helper()
+	pub := jetstream.NewPublisher(e.env.Conn, 5*time.Second)
 	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	for i := range n {
-		key := fmt.Sprintf("p:default:evt:%d", i)
+	for i := first; i < first+n; i++ {
+		key := fmt.Sprintf("p:default:evt:%d-%d", round, i)
 		h := nats.Header{}
 		h.Set(event.HeaderKey, key)
 		h.Set(event.HeaderProvider, "p")
 		h.Set(event.HeaderAccount, "default")
 		h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i))
-		h.Set(event.HeaderOccurredAt, t0.Format(time.RFC3339Nano))
-		if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
-			t.Fatal(err)
+		h.Set(event.HeaderOccurredAt, t0.Add(time.Duration(round)*time.Second).Format(time.RFC3339Nano))
+		if _, err := pub.Publish(e.t.Context(), jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
+			e.t.Fatal(err)
 		}
-	}
-	fx := jetstream.NewEffects(env.Conn)
-	newProc := func(effects ...consumer.Effect) *consumer.Processor {
-		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
-		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
-			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
-	}
-	// The ack wait is far longer than the test waits below: a delivery left
-	// unsettled shows.
-	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: 5 * time.Minute}
-
-	release := make(chan struct{})
-	held := consumer.EffectFunc(func(ctx context.Context, _ consumer.Event) error {
-		<-release
-		return nil
-	})
-	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- newProc(held).Run(runCtx, src, 4) }()
-	// Wait until the source holds deliveries beyond the 4 the workers run.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pending, err := src.Pending(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.CachedInfo().NumAckPending > 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the source never prefetched beyond the workers' 4 (lag %d)", pending)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	stop()
-	close(release) // the 4 running events finish
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	src.Stop()
-
-	// A restart applies every event, well inside the ack wait.
-	src2, err := jetstream.OpenSource(ctx, env.Conn, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src2.Stop()
-	runCtx2, stop2 := context.WithCancel(ctx)
-	defer stop2()
-	go func() { _ = newProc().Run(runCtx2, src2, 4) }()
-	grants, err := env.Conn.JS.Stream(ctx, jetstream.StreamGrants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		info, err := grants.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the restart GRANTS holds %d of %d events: deliveries of the stopped run wait out the ack wait", info.State.Msgs, n)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// 100 subjects, each with an older event (seq 1-100) and a newer one
-// (seq 101-200). A stop while older ones are running, queued or prefetched,
-// then what serve does in embedded mode: close, shut the server down,
-// start it on the same data_dir, run again. Every event applies: what the
-// stop handed back is redelivered before the newer events of its subjects.
-// (A plain negative acknowledgement lives in the server's memory only: the
-// restarted server redelivered those after the ack wait, behind the newer
-// events, and 28 of 200 were judged stale.)
-func TestEmbeddedRestartAfterStopKeepsOrder(t *testing.T) {
-	dir := t.TempDir()
-	env := jstest.Start(t, dir)
-	ctx := t.Context()
-	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
-	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	for i := range 200 {
-		key := fmt.Sprintf("p:default:evt:%d", i)
-		h := nats.Header{}
-		h.Set(event.HeaderKey, key)
-		h.Set(event.HeaderProvider, "p")
-		h.Set(event.HeaderAccount, "default")
-		h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i%100))
-		h.Set(event.HeaderOccurredAt, t0.Add(time.Duration(i/100)*time.Second).Format(time.RFC3339Nano))
-		if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
-			t.Fatal(err)
-		}
+func (e *stopRestartEnv) processor(effects ...consumer.Effect) *consumer.Processor {
+	fx := jetstream.NewEffects(e.env.Conn)
+	effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
+	return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, e.env.Marks, e.env.Applied, fx, discardAudit{},
+		slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
+}
+
+// ackPending is the durable consumer's count of unacknowledged deliveries.
+func (e *stopRestartEnv) ackPending() int {
+	e.t.Helper()
+	c, err := e.env.Conn.JS.Consumer(e.t.Context(), jetstream.StreamWebhooks, jetstream.DurableApply)
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	newProc := func(env *jstest.Env, effects ...consumer.Effect) *consumer.Processor {
-		fx := jetstream.NewEffects(env.Conn)
-		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
-		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
-			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
-	}
-	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: 5 * time.Second}
+	return c.CachedInfo().NumAckPending
+}
+
+// runAndStop runs the consumer with 4 workers whose effects hang, until
+// the server counts more than `beyond` deliveries unacknowledged, then
+// stops it; the 4 running events then finish.
+func (e *stopRestartEnv) runAndStop(beyond int) {
+	e.t.Helper()
 	release := make(chan struct{})
 	held := consumer.EffectFunc(func(context.Context, consumer.Event) error {
 		<-release
 		return nil
 	})
-	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
+	src, err := jetstream.OpenSource(e.t.Context(), e.env.Conn, e.opts)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, stop := context.WithCancel(e.t.Context())
 	done := make(chan error, 1)
-	go func() { done <- newProc(env, held).Run(runCtx, src, 4) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.CachedInfo().NumAckPending > 4 {
-			break
-		}
+	go func() { done <- e.processor(held).Run(runCtx, src, 4) }()
+	for deadline := time.Now().Add(10 * time.Second); e.ackPending() <= beyond; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the source never prefetched beyond the workers' 4")
+			e.t.Fatalf("the server never counted more than %d deliveries unacknowledged", beyond)
 		}
 	}
 	stop()
 	close(release)
 	if err := <-done; err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	src.Stop()
-	env.Conn.Close()
-	env.Embedded.Shutdown()
+}
 
-	env2 := jstest.Start(t, dir)
-	src2, err := jetstream.OpenSource(ctx, env2.Conn, opts)
+// restartServer is what serve does at a stop and a start in embedded mode.
+func (e *stopRestartEnv) restartServer() {
+	e.env.Conn.Close()
+	e.env.Embedded.Shutdown()
+	e.env = jstest.Start(e.t, e.dir)
+}
+
+// runUntilApplied runs the consumer again until GRANTS holds want events
+// and nothing is unacknowledged, or within; it returns how many it holds.
+func (e *stopRestartEnv) runUntilApplied(want uint64, within time.Duration) uint64 {
+	e.t.Helper()
+	ctx := e.t.Context()
+	src, err := jetstream.OpenSource(ctx, e.env.Conn, e.opts)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	defer src2.Stop()
-	runCtx2, stop2 := context.WithCancel(ctx)
-	defer stop2()
-	go func() { _ = newProc(env2).Run(runCtx2, src2, 4) }()
-	grants, err := env2.Conn.JS.Stream(ctx, jetstream.StreamGrants)
+	defer src.Stop()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() { _ = e.processor().Run(runCtx, src, 4) }()
+	grants, err := e.env.Conn.JS.Stream(ctx, jetstream.StreamGrants)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	var applied uint64
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		c, err := env2.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		info, err := grants.Info(ctx)
 		if err != nil {
-			t.Fatal(err)
+			e.t.Fatal(err)
 		}
-		applied = info.State.Msgs
-		if ci := c.CachedInfo(); ci.NumAckPending == 0 && ci.NumPending == 0 {
+		if applied = info.State.Msgs; applied == want && e.ackPending() == 0 {
 			break
 		}
 	}
-	if applied != 200 {
-		t.Fatalf("%d of 200 events applied after the restart: older events were redelivered after their subject's newer event (stale) or not yet", applied)
+	return applied
+}
+
+// A stop hands back the deliveries the source had received and not yet
+// given to a worker (nats.go's prefetch buffer): a new run gets them at
+// once. Dropped with the buffer, they waited out the ack wait while newer
+// events of their subjects applied first and turned them stale.
+func TestStopHandsBackPrefetchedDeliveries(t *testing.T) {
+	// The ack wait is far longer than the test waits: a delivery left
+	// unsettled shows.
+	e := newStopRestartEnv(t, 5*time.Minute)
+	e.publish(0, 0, 200)
+	e.runAndStop(4) // beyond the 4 the workers run: prefetched
+	if got := e.runUntilApplied(200, 30*time.Second); got != 200 {
+		t.Fatalf("30 s after the new run GRANTS holds %d of 200 events: deliveries of the stopped run wait out the ack wait", got)
+	}
+}
+
+// 100 subjects, each with an older event and a newer one, all stored
+// before the run. A stop while older ones are running, queued or
+// prefetched, then what serve does in embedded mode: close, shut the
+// server down, start it on the same data_dir, run again. Every event
+// applies: what the stop handed back is redelivered before the newer
+// events of its subjects. (A plain negative acknowledgement lives in the
+// server's memory only: the restarted server redelivered those after the
+// ack wait, behind the newer events, and 28 of 200 were judged stale.)
+func TestEmbeddedRestartAfterStopKeepsOrder(t *testing.T) {
+	e := newStopRestartEnv(t, 5*time.Second)
+	e.publish(0, 0, 100)
+	e.publish(1, 0, 100)
+	e.runAndStop(4)
+	e.restartServer()
+	if got := e.runUntilApplied(200, 15*time.Second); got != 200 {
+		t.Fatalf("%d of 200 events applied after the restart: older events were redelivered after their subject's newer event (stale) or not yet", got)
 	}
 }
 
@@ -267,102 +222,12 @@ func TestEmbeddedRestartAfterStopKeepsOrder(t *testing.T) {
 // only, the newer events came first and 16 of the 20 older ones turned
 // stale.)
 func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
-	dir := t.TempDir()
-	env := jstest.Start(t, dir)
-	ctx := t.Context()
-	const subjects = 20
-	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	publish := func(env *jstest.Env, round int) {
-		pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
-		for i := range subjects {
-			key := fmt.Sprintf("p:default:evt:%d-%d", round, i)
-			h := nats.Header{}
-			h.Set(event.HeaderKey, key)
-			h.Set(event.HeaderProvider, "p")
-			h.Set(event.HeaderAccount, "default")
-			h.Set(event.HeaderSubject, fmt.Sprintf("G-%d", i))
-			h.Set(event.HeaderOccurredAt, t0.Add(time.Duration(round)*time.Second).Format(time.RFC3339Nano))
-			if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: h, Body: []byte("{}")}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	newProc := func(env *jstest.Env, effects ...consumer.Effect) *consumer.Processor {
-		fx := jetstream.NewEffects(env.Conn)
-		effects = append(effects, consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: fx})
-		return consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true, Effects: effects}}, env.Marks, env.Applied, fx, discardAudit{},
-			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Minute})
-	}
-	opts := jetstream.SourceOptions{MaxAckPending: 128, AckWait: time.Minute}
-
-	// Run 1: the older event of every subject is delivered, 4 of them run
-	// (held), the rest wait; then a stop and a server restart.
-	publish(env, 0)
-	release := make(chan struct{})
-	held := consumer.EffectFunc(func(context.Context, consumer.Event) error {
-		<-release
-		return nil
-	})
-	src, err := jetstream.OpenSource(ctx, env.Conn, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- newProc(env, held).Run(runCtx, src, 4) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.CachedInfo().NumAckPending == subjects {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events delivered", c.CachedInfo().NumAckPending, subjects)
-		}
-	}
-	stop()
-	close(release)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	src.Stop()
-	env.Conn.Close()
-	env.Embedded.Shutdown()
-
-	// The newer event of every subject arrives while hookgate is down;
-	// then the consumer starts.
-	env2 := jstest.Start(t, dir)
-	publish(env2, 1)
-	src2, err := jetstream.OpenSource(ctx, env2.Conn, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src2.Stop()
-	runCtx2, stop2 := context.WithCancel(ctx)
-	defer stop2()
-	go func() { _ = newProc(env2).Run(runCtx2, src2, 4) }()
-	grants, err := env2.Conn.JS.Stream(ctx, jetstream.StreamGrants)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var applied uint64
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		c, err := env2.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := grants.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		applied = info.State.Msgs
-		if ci := c.CachedInfo(); ci.NumAckPending == 0 && ci.NumPending == 0 {
-			break
-		}
-	}
-	if applied != 2*subjects {
-		t.Fatalf("%d of %d events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", applied, 2*subjects)
+	e := newStopRestartEnv(t, time.Minute)
+	e.publish(0, 0, 20)
+	e.runAndStop(19) // all 20 delivered: 4 run, 16 wait
+	e.restartServer()
+	e.publish(1, 0, 20)
+	if got := e.runUntilApplied(40, 20*time.Second); got != 40 {
+		t.Fatalf("%d of 40 events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", got)
 	}
 }
