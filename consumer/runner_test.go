@@ -400,29 +400,7 @@ func TestStopHandsBackSubjectInOrder(t *testing.T) {
 			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
 		proc := consumer.NewProcessor(rules, slowDownMarks{newMemMarks()}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
 			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
-		log := &dueLog{due: map[string]time.Time{}}
-		d1, d2 := &dueDelivery{key: "k1", log: log}, &dueDelivery{key: "k2", log: log}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- proc.Run(ctx, newList(
-				&consumer.Message{Event: ev1, Deliveries: 1, Delivery: d1},
-				&consumer.Message{Event: ev2, Deliveries: 1, Delivery: d2}), 4)
-		}()
-		time.Sleep(time.Second) // k1 in its first store call, k2 queued behind it
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		due1, due2 := log.due["k1"], log.due["k2"]
-		// Due at the same moment, the server redelivers in the order of
-		// the negative acknowledgements.
-		if due1.IsZero() || due2.IsZero() || due2.Before(due1) || !slices.Equal(log.order, []string{"k1", "k2"}) {
-			t.Fatalf("k1 (older, running at the stop) naked at delays %v, due %s; k2 (newer, queued) naked at delays %v, due %s; naked in the order %v: k2 is redelivered first",
-				d1.delays, due1.Format("15:04:05"), d2.delays, due2.Format("15:04:05"), log.order)
-		}
+		stopWhileFirstRuns(t, proc, ev1, ev2, time.Second, "running") // k1 in its first store call, k2 queued behind it
 	})
 }
 
@@ -520,27 +498,7 @@ func TestStopHandsBackInDoubtSubjectInOrder(t *testing.T) {
 			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
 		proc := consumer.NewProcessor(rules, slowMarks{marks}, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
 			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
-		log := &dueLog{due: map[string]time.Time{}}
-		d1, d2 := &dueDelivery{key: "k1", log: log}, &dueDelivery{key: "k2", log: log}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- proc.Run(ctx, newList(
-				&consumer.Message{Event: ev1, Deliveries: 1, Delivery: d1},
-				&consumer.Message{Event: ev2, Deliveries: 1, Delivery: d2}), 4)
-		}()
-		time.Sleep(500 * time.Millisecond) // k1 reading its mark, k2 queued behind it
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		due1, due2 := log.due["k1"], log.due["k2"]
-		if due1.IsZero() || due2.IsZero() || due2.Before(due1) || !slices.Equal(log.order, []string{"k1", "k2"}) {
-			t.Fatalf("k1 (older, in doubt at the stop) naked at delays %v, due %s; k2 (newer, queued) naked at delays %v, due %s; order %v: k2 is redelivered first",
-				d1.delays, due1.Format("15:04:05.000"), d2.delays, due2.Format("15:04:05.000"), log.order)
-		}
+		stopWhileFirstRuns(t, proc, ev1, ev2, 500*time.Millisecond, "in doubt") // k1 reading its mark, k2 queued behind it
 	})
 }
 
@@ -585,4 +543,34 @@ func TestStopHandBacksShareOneWait(t *testing.T) {
 			t.Fatalf("the stop took %s (virtual) waiting for 49 confirmations that never came", took)
 		}
 	})
+}
+
+// stopWhileFirstRuns runs proc over ev1 (k1) and ev2 (k2, same subject),
+// stops it after `after` (virtual) while k1 is `state` and k2 waits behind
+// it, and checks that k1 is handed back no later than k2 and before it.
+func stopWhileFirstRuns(t *testing.T, proc *consumer.Processor, ev1, ev2 consumer.Event, after time.Duration, state string) {
+	t.Helper()
+	log := &dueLog{due: map[string]time.Time{}}
+	d1, d2 := &dueDelivery{key: "k1", log: log}, &dueDelivery{key: "k2", log: log}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- proc.Run(ctx, newList(
+			&consumer.Message{Event: ev1, Deliveries: 1, Delivery: d1},
+			&consumer.Message{Event: ev2, Deliveries: 1, Delivery: d2}), 4)
+	}()
+	time.Sleep(after)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	due1, due2 := log.due["k1"], log.due["k2"]
+	// Due at the same moment, the server redelivers in stream order (and
+	// within one run in the order of the negative acknowledgements).
+	if due1.IsZero() || due2.IsZero() || due2.Before(due1) || !slices.Equal(log.order, []string{"k1", "k2"}) {
+		t.Fatalf("k1 (older, %s at the stop) naked at delays %v, due %s; k2 (newer, queued) naked at delays %v, due %s; naked in the order %v: k2 is redelivered first",
+			state, d1.delays, due1.Format("15:04:05.000"), d2.delays, due2.Format("15:04:05.000"), log.order)
+	}
 }
