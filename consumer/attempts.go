@@ -65,23 +65,22 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 		return
 	}
 	c, ok := m.Delivery.(ConfirmedNaker)
-	now := time.Now()
-	// One budget for all of a stop's confirmations: a server that does not
-	// answer must not hold the stop for stopNakWait per event.
-	p.stopNaksUntil.CompareAndSwap(0, now.Add(stopNakBudget).UnixNano())
-	until := time.Unix(0, p.stopNaksUntil.Load())
-	if !ok || !now.Before(until) {
+	// One budget for the waits of all of a stop's confirmations: a server
+	// that does not answer must not hold the stop for stopNakWait per
+	// event. Only waiting spends it (a slow event that holds up the
+	// hand-backs behind it does not).
+	left := stopNakBudget - time.Duration(p.stopNakSpent.Load())
+	if !ok || left <= 0 {
 		p.nak(m, stopHandBackDelay)
 		return
 	}
-	deadline := now.Add(stopNakWait)
-	if until.Before(deadline) {
-		deadline = until
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), min(left, stopNakWait))
 	defer cancel()
-	if err := c.NakWithDelayConfirmed(ctx, stopHandBackDelay); err != nil {
-		p.log.Warn("hand back at stop not confirmed; redelivery after ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	err := c.NakWithDelayConfirmed(ctx, stopHandBackDelay)
+	p.stopNakSpent.Add(int64(time.Since(start)))
+	if err != nil {
+		p.log.Warn("hand back at stop not confirmed; it may wait out the ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))
 	}
 }
 
@@ -97,7 +96,8 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 const stopHandBackDelay = time.Millisecond
 
 // stopNakWait bounds the wait for the server to take one hand-back at a
-// stop, stopNakBudget all of them: after it the rest go unconfirmed.
+// stop, stopNakBudget the waits of all of them together: after it the rest
+// go unconfirmed.
 const (
 	stopNakWait   = 2 * time.Second
 	stopNakBudget = 5 * time.Second

@@ -76,10 +76,9 @@ type Processor struct {
 	// handBacks keeps the deliveries handed back untried out of the
 	// attempt count (see attempt).
 	handBacks *handBacks
-	// stopNaksUntil ends the time a stop waits for the server to confirm
-	// its hand-backs (unix nanoseconds; 0 until Run's first hand-back at a
-	// stop).
-	stopNaksUntil atomic.Int64
+	// stopNakSpent is how long (nanoseconds) Run's stop has waited for the
+	// server to confirm its hand-backs (see handBack).
+	stopNakSpent atomic.Int64
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool

@@ -32,7 +32,7 @@ type Unreader interface {
 // finished its current event; events waiting behind one are handed back.
 func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	workers = max(workers, 1)
-	p.stopNaksUntil.Store(0)
+	p.stopNakSpent.Store(0)
 	q := &serialQueue{waiting: map[string][]*Message{}}
 	ready := make(chan *Message)
 	var wg sync.WaitGroup

@@ -574,3 +574,72 @@ func stopWhileFirstRuns(t *testing.T, proc *consumer.Processor, ev1, ev2 consume
 			state, d1.delays, due1.Format("15:04:05.000"), d2.delays, due2.Format("15:04:05.000"), log.order)
 	}
 }
+
+// answeringDelivery is a Delivery whose server confirms every hand-back at
+// once; it records how each was sent.
+type answeringDelivery struct {
+	countingDelivery
+	mu        sync.Mutex
+	confirmed int
+}
+
+func (d *answeringDelivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
+	d.mu.Lock()
+	d.confirmed++
+	d.mu.Unlock()
+	return d.countingDelivery.NakWithDelay(t)
+}
+
+// The confirmation budget is spent only waiting for confirmations: events
+// handed back behind a running event that takes longer than the budget
+// after the stop (a slow forward) are still confirmed. (The budget used to
+// start at the stop's first hand-back; these went out unconfirmed, and the
+// server may drop those at its shutdown.)
+func TestStopConfirmsHandBacksBehindASlowEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+			if ev.Key == "k0" {
+				<-release
+			}
+			return nil
+		})
+		// x waits for another instance's lease on G-2: the stop hands it
+		// back at once, the first hand-back of the stop.
+		marks := newMemMarks()
+		x := spec{key: "x", provider: provWatermark, subject: "G-2", at: at(1)}.event(100)
+		held := consumer.Mark{Lease: &consumer.Lease{Owner: "other", Key: "x-other", Until: time.Now().Add(time.Hour)}}
+		if _, err := marks.Put(t.Context(), consumer.MarkKey(x), held, 0); err != nil {
+			t.Fatal(err)
+		}
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow}}}
+		proc := consumer.NewProcessor(rules, marks, newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		src := newList()
+		var ds []*answeringDelivery
+		for i := range 11 { // k0 runs, k1-k10 wait behind it
+			ev := spec{key: fmt.Sprint("k", i), provider: provWatermark, subject: "G-1", at: at(1).Add(time.Duration(i) * time.Second)}.event(uint64(i + 1))
+			d := &answeringDelivery{}
+			ds = append(ds, d)
+			src.msgs = append(src.msgs, &consumer.Message{Event: ev, Deliveries: 1, Delivery: d})
+			if i == 0 {
+				src.msgs = append(src.msgs, &consumer.Message{Event: x, Deliveries: 1, Delivery: &answeringDelivery{}})
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, src, 2) }()
+		synctest.Wait()
+		cancel()
+		time.Sleep(8 * time.Second) // virtual: k0 runs on past the budget
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range ds[1:] {
+			if _, naks := d.acked(); naks != 1 || d.confirmed != 1 {
+				t.Errorf("k%d: %d naks, %d of them confirmed; want one, confirmed", i+1, naks, d.confirmed)
+			}
+		}
+	})
+}
