@@ -92,12 +92,7 @@ func TestStopDoesNotWaitForAnotherHoldersLease(t *testing.T) {
 func TestStopHandsBackUndispatchedMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-			if ev.Key == "k1" {
-				<-release
-			}
-			return nil
-		})
+		slow := blockOn(release, "k1")
 		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow,
 			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: &grantLog{}}}}}
 		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
@@ -231,12 +226,7 @@ func TestStopInterruptsInPlaceRetries(t *testing.T) {
 func TestSlowEventHoldsUpOnlyItsSubject(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-			if ev.Key == "slow" {
-				<-release
-			}
-			return nil
-		})
+		slow := blockOn(release, "slow")
 		grants := &grantLog{}
 		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow,
 			consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: grants}}}}
@@ -515,12 +505,7 @@ func (d *silentDelivery) NakWithDelayConfirmed(ctx context.Context, t time.Durat
 func TestStopHandBacksShareOneWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-			if ev.Key == "k0" {
-				<-release
-			}
-			return nil
-		})
+		slow := blockOn(release, "k0")
 		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{slow}}}
 		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
 			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
@@ -598,12 +583,7 @@ func (d *answeringDelivery) NakWithDelayConfirmed(ctx context.Context, t time.Du
 func TestStopConfirmsHandBacksBehindASlowEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		slow := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-			if ev.Key == "k0" {
-				<-release
-			}
-			return nil
-		})
+		slow := blockOn(release, "k0")
 		// x waits for another instance's lease on G-2: the stop hands it
 		// back at once, the first hand-back of the stop.
 		marks := newMemMarks()
@@ -641,5 +621,16 @@ func TestStopConfirmsHandBacksBehindASlowEvent(t *testing.T) {
 				t.Errorf("k%d: %d naks, %d of them confirmed; want one, confirmed", i+1, naks, d.confirmed)
 			}
 		}
+	})
+}
+
+// blockOn is an effect that, for the event with key, waits until release
+// is closed; every other event passes at once.
+func blockOn(release <-chan struct{}, key string) consumer.Effect {
+	return consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+		if ev.Key == key {
+			<-release
+		}
+		return nil
 	})
 }
