@@ -55,6 +55,9 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 					for _, r := range rest {
 						p.handBack(r, 0)
 					}
+					if len(rest) > 0 {
+						q.release(rest[0])
+					}
 				}
 			}
 		}()
@@ -69,17 +72,24 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		// From here on each worker hands back what waits behind its event.
 		q.stop()
 		// The source's unread deliveries: stop the source first (nothing
-		// more comes in), hand them back when the workers are done.
-		var unread []*Message
+		// more comes in). Those of a subject a worker holds go back after
+		// the events queued behind it, when the workers are done; the rest
+		// at once, so another instance need not wait for this one's slowest
+		// event to get them.
+		var later []*Message
 		if u, ok := src.(Unreader); ok {
-			unread = u.Unread()
-			for _, m := range unread {
+			for _, m := range u.Unread() {
 				m.stop = ctx.Done()
+				if q.held(LeaseKey(m.Event)) {
+					later = append(later, m)
+					continue
+				}
+				p.handBack(m, 0)
 			}
 		}
 		close(ready)
 		wg.Wait()
-		for _, m := range unread {
+		for _, m := range later {
 			p.handBack(m, 0)
 		}
 		stopAlive() // ctx may still be live: the source failed
@@ -138,20 +148,42 @@ func (q *serialQueue) add(m *Message) bool {
 // done is called when m has been run: it returns the next event of m's
 // lease key for the same worker, or nil, releasing the key. After stop it
 // returns nil and, in rest, the events that were queued behind m, oldest
-// first, none of them started.
+// first, none of them started; the key is then released by release.
 func (q *serialQueue) done(m *Message) (next *Message, rest []*Message) {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.waiting[k]
-	if len(w) == 0 || q.stopped {
+	if len(w) == 0 {
 		delete(q.waiting, k)
+		return nil, nil
+	}
+	if q.stopped {
+		// The key stays held until the caller handed rest back (release):
+		// the source's unread events of it go back after them.
+		q.waiting[k] = nil
 		return nil, w
 	}
 	next = w[0]
 	w[0] = nil
 	q.waiting[k] = w[1:]
 	return next, nil
+}
+
+// release frees the lease key of m after done handed its queue over.
+func (q *serialQueue) release(m *Message) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.waiting, LeaseKey(m.Event))
+}
+
+// held reports whether a worker runs an event of lease key k (or still
+// hands back the events that were queued behind it).
+func (q *serialQueue) held(k string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	_, ok := q.waiting[k]
+	return ok
 }
 
 // stop makes done hand over the queued events instead of the next one.

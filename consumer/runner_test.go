@@ -634,3 +634,51 @@ func blockOn(release <-chan struct{}, key string) consumer.Effect {
 		return nil
 	})
 }
+
+// unreadSource delivers msgs, then holds unread (a prefetch buffer) for
+// Unread.
+type unreadSource struct {
+	*listSource
+	unread []*consumer.Message
+}
+
+func (s *unreadSource) Unread() []*consumer.Message { return s.unread }
+
+// At a stop, the source's unread deliveries of subjects no worker holds go
+// back at once (another instance need not wait for this one's slowest
+// event); those of a held subject go back after the events queued behind
+// its running one.
+func TestStopHandsBackUnreadDeliveries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{blockOn(release, "k0")}}}
+		proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
+		log := &dueLog{due: map[string]time.Time{}}
+		msg := func(key, subject string, seq uint64) *consumer.Message {
+			ev := spec{key: key, provider: provWatermark, subject: subject, at: at(1).Add(time.Duration(seq) * time.Second)}.event(seq)
+			return &consumer.Message{Event: ev, Deliveries: 1, Delivery: &dueDelivery{key: key, log: log}}
+		}
+		src := &unreadSource{listSource: newList(msg("k0", "G-1", 1), msg("k1", "G-1", 2)),
+			unread: []*consumer.Message{msg("u1", "G-1", 3), msg("u2", "G-2", 4)}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- proc.Run(ctx, src, 2) }()
+		synctest.Wait() // k0 runs, k1 waits behind it
+		cancel()
+		synctest.Wait() // the stop waits for k0
+		log.mu.Lock()
+		early := slices.Clone(log.order)
+		log.mu.Unlock()
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(early, []string{"u2"}) {
+			t.Errorf("handed back while k0 still ran: %v; want only u2 (its subject not held)", early)
+		}
+		if !slices.Equal(log.order, []string{"u2", "k1", "u1"}) {
+			t.Errorf("hand-back order %v; want u2, then k1 (queued) before u1 (unread, same subject)", log.order)
+		}
+	})
+}
