@@ -114,7 +114,7 @@ next:
 				continue next
 			}
 			// A misspelt key leaves its intended sibling unset.
-			if parent, _, ok := cutLast(b.Key); ok && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, parent) {
+			if i := strings.LastIndexByte(b.Key, '.'); i > 0 && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, b.Key[:i]) {
 				continue next
 			}
 		}
@@ -140,15 +140,6 @@ func group(key string) string {
 		return "providers." + name + ".signature"
 	}
 	return "providers." + name
-}
-
-// cutLast splits a dotted key at its last dot.
-func cutLast(key string) (parent, last string, ok bool) {
-	i := strings.LastIndexByte(key, '.')
-	if i < 0 {
-		return "", key, false
-	}
-	return key[:i], key[i+1:], true
 }
 
 // related reports whether one dotted key is the other or inside it.

@@ -149,10 +149,11 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	if j.Decision == consumer.BeyondHorizon {
 		return consumer.BeyondHorizon, j.Reason
 	}
-	if force && j.Decision == consumer.Applied && !ev.ReceivedAt.IsZero() && time.Since(ev.ReceivedAt) > cfg.Dedup.Horizon {
-		// Nothing remembers keys that long: an event applied before looks
-		// new, and applying it again runs its effects a second time.
-		j.Reason = strings.TrimPrefix(j.Reason+"; ", "; ") + forcedReason
+	// Nothing remembers keys beyond the horizon: an event applied before
+	// looks new, and applying it again runs its effects a second time.
+	forced := force && j.Decision == consumer.Applied && !ev.ReceivedAt.IsZero() && time.Since(ev.ReceivedAt) > cfg.Dedup.Horizon
+	if forced {
+		j.Reason = joinReason(j.Reason, forcedReason)
 	}
 	if dryRun {
 		d := j.Decision
@@ -183,8 +184,8 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	if decision == consumer.Retry {
 		decision = decFailed
 	}
-	if decision == consumer.Applied && strings.HasSuffix(j.Reason, forcedReason) {
-		out.Reason = strings.TrimPrefix(out.Reason+"; ", "; ") + forcedReason
+	if forced && decision == consumer.Applied {
+		out.Reason = joinReason(out.Reason, forcedReason)
 	}
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
 		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
@@ -262,4 +263,12 @@ func (p *progress) done() {
 	if p.tty && p.n > 0 {
 		fmt.Fprintln(p.w)
 	}
+}
+
+// joinReason appends more to a reason that may be empty.
+func joinReason(reason, more string) string {
+	if reason == "" {
+		return more
+	}
+	return reason + "; " + more
 }
