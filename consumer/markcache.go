@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // markCache remembers the last lease-free mark and revision this process
@@ -90,4 +91,35 @@ func (p *Processor) cacheMark(key string, m Mark, rev uint64) {
 		return
 	}
 	p.cache.put(key, m, rev)
+}
+
+// newGuess decides whether a subject this process has no mark cached for
+// is claimed at once with a create, on the guess that it has no mark yet,
+// instead of read first. A right guess spares the read (most events of a
+// stream of new subjects, as grants being opened); a wrong one costs a
+// failed create before the read. So it guesses while most recent uncached
+// subjects turned out new: a tally of the last outcomes, learned from the
+// creates it tried and from the reads it made instead.
+//
+// Safe for concurrent use.
+type newGuess struct{ tally atomic.Int32 }
+
+// newGuessSpan is how far the tally goes each way: how many outcomes of
+// the other kind it takes to change its mind after a long run of one.
+const newGuessSpan = 16
+
+func (g *newGuess) guess() bool { return g.tally.Load() >= 0 }
+
+// learn records whether an uncached subject had no mark.
+func (g *newGuess) learn(isNew bool) {
+	for {
+		old := g.tally.Load()
+		next := old - 1
+		if isNew {
+			next = old + 1
+		}
+		if next > newGuessSpan || next < -newGuessSpan || g.tally.CompareAndSwap(old, next) {
+			return
+		}
+	}
 }

@@ -73,6 +73,9 @@ type Processor struct {
 	// cache spares the read of a subject's mark when this process wrote
 	// it last (see markCache).
 	cache *markCache
+	// guessNew: claim an uncached subject without reading its mark first
+	// (see newGuess).
+	guessNew newGuess
 	// handBacks keeps the deliveries handed back untried out of the
 	// attempt count (see attempt).
 	handBacks *handBacks
@@ -128,7 +131,9 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 //
 //  1. read the subject's mark (or, for an event newer than the mark this
 //     process last saw, take that one from the cache and let step 3's
-//     compare-and-set check it). Not newer than the mark: APPLIED says
+//     compare-and-set check it; for a subject without a cached mark, guess
+//     it has none while most such subjects had none lately, see newGuess).
+//     Not newer than the mark: APPLIED says
 //     already-applied (after settling a commit its holder did not finish,
 //     see settleOwn); else older -> stale, ack. Without ordering, APPLIED
 //     is read first. ("APPLIED": the rule's applied-key memory, see
@@ -231,6 +236,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		mark     Mark
 		rev      uint64
 		tookOver bool // the lease we claimed already named our key
+		guessed  bool // no mark read or cached: guessed absent (newGuess)
 	)
 	for first := true; ; first = false {
 		// The cached mark only ever leads to the lease claim below (its
@@ -240,6 +246,12 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		cm, cr, cached := Mark{}, uint64(0), false
 		if first {
 			cm, cr, cached = p.cache.get(key)
+			// No mark cached: when most such subjects had none lately,
+			// guess this one has none either (a new subject). The claim
+			// below then creates the entry; if one exists, the create
+			// conflicts and the loop reads it.
+			guessed = !cached && p.guessNew.guess()
+			cached = cached || guessed
 		}
 		if cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
 			mark, rev = cm, cr
@@ -247,6 +259,9 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			var err error
 			if mark, rev, err = p.readMark(ctx, key); err != nil {
 				return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
+			}
+			if first {
+				p.guessNew.learn(rev == 0)
 			}
 		}
 		if rule.Watermark && !ev.OccurredAt.After(mark.At) {
@@ -289,8 +304,12 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
 		newRev, err := p.putMark(ctx, key, claimed, rev)
+		if guessed && (err == nil || errors.Is(err, ErrConflict)) {
+			p.guessNew.learn(err == nil)
+			guessed = false
+		}
 		if errors.Is(err, ErrConflict) {
-			continue // read the store again: the cached mark was behind
+			continue // read the store again: the cached (or guessed) mark was behind
 		}
 		if err != nil {
 			return p.retry(m, fmt.Errorf("claim watermark: %w", err), false)

@@ -42,13 +42,24 @@ const (
 // in a leader change must not hold a caller whose ctx has no deadline
 // forever (nats.go bounds those by its 5 s API timeout).
 func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (pubAck, error) {
-	var request func() (*nats.Msg, error)
+	resp, err := request(ctx, nc, m, timeout)
+	if err != nil {
+		return pubAck{}, err
+	}
+	return parsePubAck(resp.Data)
+}
+
+// request sends m and waits for the answer, bounded by timeout besides
+// ctx, retrying "no responders" as nats.go's jetstream publish does (then
+// js.ErrNoStreamResponse).
+func request(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	var send func() (*nats.Msg, error)
 	if ctx.Done() == nil {
 		// A ctx that can never end (the gateway's and the consumer's are
 		// WithoutCancel): nats.go's timed request, on a pooled timer, is
 		// cheaper than a context per call.
 		end := time.Now().Add(timeout)
-		request = func() (*nats.Msg, error) {
+		send = func() (*nats.Msg, error) {
 			left := time.Until(end)
 			if left <= 0 {
 				return nil, nats.ErrTimeout
@@ -61,23 +72,20 @@ func storeMsg(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Dura
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		request = func() (*nats.Msg, error) { return nc.RequestMsgWithContext(ctx, m) }
+		send = func() (*nats.Msg, error) { return nc.RequestMsgWithContext(ctx, m) }
 	}
-	resp, err := request()
+	resp, err := send()
 	for r := 0; errors.Is(err, nats.ErrNoResponders) && r < noRespondersAttempts; r++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(noRespondersWait):
 		}
-		resp, err = request()
+		resp, err = send()
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return pubAck{}, js.ErrNoStreamResponse
+		return nil, js.ErrNoStreamResponse
 	}
-	if err != nil {
-		return pubAck{}, err
-	}
-	return parsePubAck(resp.Data)
+	return resp, err
 }
 
 // parsePubAck reads a stream's answer as nats.go would (FuzzParsePubAck

@@ -303,11 +303,11 @@ func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 	if err != nil {
 		return classify("bucket "+BucketMarks, err)
 	}
-	m, rev, err := (&Watermarks{kv: kv}).Get(ctx, mk)
+	m, rev, deleted, err := newWatermarks(kv, c.NC).get(ctx, mk)
 	if err != nil {
 		return err
 	}
-	if rev > 0 {
+	if rev > 0 && !deleted {
 		ws.Exists, ws.At, ws.Keys = true, m.At.UTC(), m.Keys
 		ws.KeyAtMark = slices.Contains(m.Keys, r.Key)
 		if m.Lease != nil {

@@ -61,7 +61,7 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 		return nil, nil, err
 	}
 	nc := j.Conn()
-	return &Watermarks{kv: marks, nc: nc, pre: kvSubjectPrefix(BucketMarks), timeout: storeTimeout},
+	return newWatermarks(marks, nc),
 		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
 }
 
@@ -71,36 +71,64 @@ func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
 
 // Watermarks is the WATERMARKS bucket. Safe for concurrent use.
 //
-// Reads go through nats.go's KeyValue; writes are plain stored publishes
-// to the bucket's subjects (what KeyValue.Create/Update send), made by
-// storeMsg: keys are hookgate's own encoded tokens, so nats.go's key
-// validation is not needed, and its decoding of the answer was most of a
-// write's client-side cost.
+// Reads and writes are plain requests to the bucket's stream (what
+// KeyValue.Get and KeyValue.Create/Update send): keys are hookgate's own
+// encoded tokens, so nats.go's key validation is not needed, and its
+// decoding of the answers was most of a call's client-side cost.
 type Watermarks struct {
 	kv      js.KeyValue
 	nc      *nats.Conn
-	pre     string
-	timeout time.Duration // bounds each write, besides ctx
+	pre     string        // where keys are written
+	getPre  string        // where a key's last entry is read (direct get)
+	timeout time.Duration // bounds each call, besides ctx
 }
 
-// Get implements consumer.Watermarks.
+func newWatermarks(kv js.KeyValue, nc *nats.Conn) *Watermarks {
+	pre := kvSubjectPrefix(BucketMarks)
+	return &Watermarks{kv: kv, nc: nc, pre: pre, getPre: "$JS.API.DIRECT.GET.KV_" + BucketMarks + "." + pre, timeout: storeTimeout}
+}
+
+// Get implements consumer.Watermarks. A mark an operator deleted (nats kv
+// del or purge) reads as the zero Mark at the delete marker's revision,
+// so a Put at that revision writes over it.
 func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
-	e, err := w.kv.Get(ctx, key)
-	if errors.Is(err, js.ErrKeyNotFound) {
-		return consumer.Mark{}, 0, nil
-	}
-	if err != nil {
-		return consumer.Mark{}, 0, classify("get watermark "+key, err)
-	}
-	var m consumer.Mark
-	if err := json.Unmarshal(e.Value(), &m); err != nil {
-		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
-	}
-	return m, e.Revision(), nil
+	m, rev, _, err := w.get(ctx, key)
+	return m, rev, err
 }
 
-// Put implements consumer.Watermarks: Create when rev is 0, else Update
-// (compare-and-set); a lost race is consumer.ErrConflict.
+// get is Get that also tells a delete marker apart.
+func (w *Watermarks) get(ctx context.Context, key string) (m consumer.Mark, rev uint64, deleted bool, err error) {
+	resp, err := request(ctx, w.nc, &nats.Msg{Subject: w.getPre + key}, w.timeout)
+	if err != nil {
+		return m, 0, false, classify("get watermark "+key, err)
+	}
+	switch st := resp.Header.Get("Status"); st {
+	case "":
+	case "404":
+		return m, 0, false, nil
+	default:
+		return m, 0, false, classify("get watermark "+key, fmt.Errorf("nats: %s %s", st, resp.Header.Get("Description")))
+	}
+	rev, err = strconv.ParseUint(resp.Header.Get(js.SequenceHeader), 10, 64)
+	if err != nil || rev == 0 {
+		return m, 0, false, fmt.Errorf("watermark %s: answer without a revision", key)
+	}
+	switch resp.Header.Get(kvOperationHeader) {
+	case "DEL", "PURGE":
+		return m, rev, true, nil
+	}
+	if err := json.Unmarshal(resp.Data, &m); err != nil {
+		return consumer.Mark{}, 0, false, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
+	}
+	return m, rev, false, nil
+}
+
+// kvOperationHeader marks a KV entry's delete or purge.
+const kvOperationHeader = "KV-Operation"
+
+// Put implements consumer.Watermarks: a create when rev is 0, else an
+// update (compare-and-set); a lost race is consumer.ErrConflict. A create
+// fails on any entry, a delete marker too: Get gives its revision.
 func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev uint64) (uint64, error) {
 	b, err := appendMark(make([]byte, 0, 256), m)
 	if err != nil {
@@ -108,17 +136,10 @@ func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev u
 	}
 	h := nats.Header{js.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)}}
 	ack, err := storeMsg(ctx, w.nc, &nats.Msg{Subject: w.pre + key, Header: h, Data: b}, w.timeout)
-	n := ack.Seq
-	if rev == 0 && conflict(err) {
-		// hookgate never deletes a mark, but an operator can: Get then
-		// reports none, and only KeyValue.Create writes over the delete
-		// marker that a create at revision 0 runs into.
-		n, err = w.kv.Create(ctx, key, b)
-	}
 	switch {
 	case err == nil:
-		return n, nil
-	case conflict(err), errors.Is(err, js.ErrKeyExists):
+		return ack.Seq, nil
+	case conflict(err):
 		return 0, fmt.Errorf("put watermark %s: %w", key, consumer.ErrConflict)
 	}
 	return 0, classify("put watermark "+key, err)
