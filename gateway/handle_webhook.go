@@ -31,6 +31,11 @@ type answer struct {
 // about an unauthenticated body is derived, claimed or stored.
 func (s *server) handleWebhook() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The write timeout runs from when the request's headers were read:
+		// the publish must end before it, whatever the body took, or the
+		// answer is lost (a slow body leaves the store less time; at
+		// worst the sender gets a 503 and retries).
+		entered := time.Now()
 		start := s.deps.Now()
 		name := providerName(r)
 		p := s.providers[name]
@@ -80,7 +85,7 @@ func (s *server) handleWebhook() http.Handler {
 			Key:      k.Key,
 			Header:   hdr,
 			Body:     body,
-			Deadline: pubStart.Add(s.publishLimit),
+			Deadline: s.publishDeadline(entered, pubStart),
 			// A first write whose answer came late is "accepted", not
 			// "duplicate".
 			TellOwnWrite: true,
@@ -151,6 +156,24 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, bodyError(err, limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// publishDeadline bounds a publish started at pubStart for a request
+// whose handler was entered at entered: publishLimit, and no later than a
+// second before the write timeout.
+func (s *server) publishDeadline(entered, pubStart time.Time) time.Time {
+	d := pubStart.Add(s.publishLimit)
+	if s.writeTimeout > time.Second {
+		d = minTime(d, entered.Add(s.writeTimeout-time.Second))
+	}
+	return d
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // bodyError says why reading a request body failed.

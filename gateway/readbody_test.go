@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A declared Content-Length is not trusted with memory before the bytes
@@ -50,5 +51,28 @@ func TestReadBodyAtTheLimit(t *testing.T) {
 	r.ContentLength = limit
 	if _, err := readBody(httptest.NewRecorder(), r, limit); err == nil {
 		t.Fatal("a body shorter than declared was read without an error")
+	}
+}
+
+// The publish gets publishLimit, but never runs into the last second of
+// the write timeout, which started when the handler was entered.
+func TestPublishDeadline(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	s := &server{publishLimit: 10 * time.Second, writeTimeout: 30 * time.Second}
+	for _, tc := range []struct {
+		bodyTook, want time.Duration
+	}{
+		{0, 10 * time.Second},                // publishLimit
+		{12 * time.Second, 22 * time.Second}, // still publishLimit
+		{25 * time.Second, 29 * time.Second}, // the write timeout's last second
+		{31 * time.Second, 29 * time.Second}, // past: the publish fails at once, a 503
+	} {
+		if got := s.publishDeadline(t0, t0.Add(tc.bodyTook)).Sub(t0); got != tc.want {
+			t.Errorf("body took %s: deadline %s after entry, want %s", tc.bodyTook, got, tc.want)
+		}
+	}
+	s.writeTimeout = 0 // no write timeout: publishLimit alone
+	if got := s.publishDeadline(t0, t0.Add(time.Minute)).Sub(t0); got != 70*time.Second {
+		t.Errorf("no write timeout: %s, want 70s", got)
 	}
 }

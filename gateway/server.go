@@ -69,6 +69,9 @@ type server struct {
 	rejects      *rejectLimiter
 	maxBody      int64
 	publishLimit time.Duration
+	// writeTimeout is http.timeouts.write, which runs from the end of
+	// the request's headers: an answer must be written before it.
+	writeTimeout time.Duration
 }
 
 // NewServer returns the gateway's handler: POST /webhooks/{provider}, and
@@ -106,6 +109,7 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 		// Answer before the sender's own timeout; a slow store is a 503
 		// it retries, never a hung request.
 		publishLimit: publishLimit(cfg.HTTP.Timeouts.Write),
+		writeTimeout: cfg.HTTP.Timeouts.Write,
 	}
 	names := make([]string, 0, len(cfg.Providers))
 	for name := range cfg.Providers {
