@@ -17,6 +17,9 @@ var (
 	// errValueTooLong: an extracted subject, type, occurred_at or account
 	// is too long to be copied into a Hookgate-* header.
 	errValueTooLong = errors.New("value too long")
+	// errEncoding: a Content-Encoding other than identity. Signatures and
+	// keys are over the bytes as sent, and receivers get them as stored.
+	errEncoding = errors.New("unsupported Content-Encoding")
 )
 
 // statusOf is the one table from an error kind to the HTTP status the
@@ -31,6 +34,8 @@ func statusOf(err error) int {
 		return http.StatusRequestHeaderFieldsTooLarge
 	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID), errors.Is(err, errValueTooLong):
 		return http.StatusBadRequest
+	case errors.Is(err, errEncoding):
+		return http.StatusUnsupportedMediaType
 	case errors.Is(err, errUnknownProvider):
 		return http.StatusNotFound
 	case errors.Is(err, jetstream.ErrUnavailable), errors.Is(err, jetstream.ErrStreamFull):

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -38,7 +39,14 @@ func (s *server) handleNotFound() http.Handler {
 
 func (s *server) handleMethodNotAllowed() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", http.MethodPost)
-		writeJSON(w, http.StatusMethodNotAllowed, answer{Error: "method " + r.Method + " not allowed; use POST"})
+		// The admin endpoints are read with GET (or HEAD); every other
+		// route is a webhook's.
+		allow := http.MethodPost
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			allow = http.MethodGet + ", " + http.MethodHead
+		}
+		w.Header().Set("Allow", allow)
+		writeJSON(w, http.StatusMethodNotAllowed, answer{Error: "method " + r.Method + " not allowed; use " + strings.ReplaceAll(allow, ", ", " or ")})
 	})
 }

@@ -46,6 +46,10 @@ func (s *server) handleWebhook() http.Handler {
 		}
 		defer func() { p.metrics.requestSeconds.Observe(time.Since(start).Seconds()) }()
 
+		if err := plainEncoding(r.Header); err != nil {
+			s.reject(w, p, "", err)
+			return
+		}
 		body, err := readBody(w, r, s.maxBody)
 		if err != nil {
 			s.reject(w, p, "", err)
@@ -156,6 +160,20 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		return nil, bodyError(err, limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// plainEncoding refuses a compressed body (415): stored as sent, it would
+// reach GRANTS and forward receivers as bytes nobody can read, and a
+// provider needing JSON would see a misleading "invalid UTF-8".
+func plainEncoding(h http.Header) error {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, enc := range strings.Split(v, ",") {
+			if enc = strings.TrimSpace(enc); enc != "" && !strings.EqualFold(enc, "identity") {
+				return fmt.Errorf("%w %q: send the body uncompressed", errEncoding, truncate(enc, 64))
+			}
+		}
+	}
+	return nil
 }
 
 // publishDeadline bounds a publish started at pubStart for a request

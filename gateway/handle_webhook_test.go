@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -345,5 +346,59 @@ func TestDistinctSubjectsStayDistinct(t *testing.T) {
 		if got := jetstream.EventFromMsg(m.Header, m.Body, m.Seq).Subject; got != subj {
 			t.Errorf("subject %q read back from WEBHOOKS as %q", subj, got)
 		}
+	}
+}
+
+// A compressed body is refused with 415 naming the encoding, and nothing
+// is stored: kept as sent, it would reach GRANTS and forward receivers as
+// gzip bytes without their Content-Encoding (and a provider needing JSON
+// answered a misleading "invalid UTF-8"). Found by review.
+func TestCompressedBodyRefused(t *testing.T) {
+	srv, env, audit := newGateway(t, "")
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write([]byte(`{"id":"z1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`))
+	_ = zw.Close()
+	for _, tc := range []struct {
+		encoding string
+		want     int
+	}{
+		{"gzip", http.StatusUnsupportedMediaType},
+		{"identity, br", http.StatusUnsupportedMediaType},
+		{"identity", http.StatusOK},
+	} {
+		body := zipped.String()
+		if tc.want == http.StatusOK {
+			body = `{"id":"z2","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`
+		}
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/p", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = signed(t, body)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", tc.encoding)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Fatalf("Content-Encoding %q: %d %s, want %d", tc.encoding, resp.StatusCode, answer, tc.want)
+		}
+		if tc.want != http.StatusOK && !strings.Contains(string(answer), "uncompressed") {
+			t.Errorf("Content-Encoding %q: answer %s does not say what to do", tc.encoding, answer)
+		}
+	}
+	info, err := env.Conn.JS.Stream(t.Context(), jetstream.StreamWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.CachedInfo().State.Msgs; n != 1 {
+		t.Fatalf("WEBHOOKS holds %d messages, want only the identity-encoded one", n)
+	}
+	if got := audit.recs[0]; got.Decision != event.DecisionRejected || got.Status != http.StatusUnsupportedMediaType || !strings.Contains(got.Reason, `"gzip"`) {
+		t.Fatalf("first audit record %+v, want a 415 rejection naming gzip", got)
 	}
 }

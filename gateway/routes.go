@@ -12,6 +12,10 @@ import (
 // routes is the only place that knows gorilla/mux.
 func (s *server) routes(withAdmin bool) http.Handler {
 	r := mux.NewRouter()
+	// A path that needs cleaning (/webhooks//p, /webhooks/a/../p) is no
+	// route (404), not mux's 301 to the cleaned one: senders rarely
+	// repeat a POST after a redirect, and every answer is JSON.
+	r.SkipClean(true)
 	// /webhooks/{provider}, matched without a regexp or a vars map: it is
 	// every request's route (see providerName).
 	r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(s.handleWebhook())
@@ -25,6 +29,7 @@ func (s *server) routes(withAdmin bool) http.Handler {
 
 func (s *server) adminRoutes() http.Handler {
 	r := mux.NewRouter()
+	r.SkipClean(true)
 	s.addAdmin(r)
 	r.NotFoundHandler = s.handleNotFound()
 	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
@@ -38,7 +43,7 @@ func (s *server) addAdmin(r *mux.Router) {
 	if s.deps.Gatherer != nil {
 		g = s.deps.Gatherer
 	}
-	r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{})).Methods(http.MethodGet)
+	r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{})).Methods(http.MethodGet, http.MethodHead)
 }
 
 const webhookPrefix = "/webhooks/"
