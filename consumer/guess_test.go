@@ -60,6 +60,15 @@ func TestUncachedSubjectsGuessedNewOnlyWhileMostAre(t *testing.T) {
 	if gets, lost := run(a, 100, func(i int) string { return fmt.Sprintf("G-%d", i) }, at(10), consumer.Applied); gets != 0 || lost != 0 {
 		t.Fatalf("100 new subjects: %d reads, %d lost creates; want none", gets, lost)
 	}
+	// Replays of older events on subjects it has cached are read (stale
+	// is decided on a read), which says nothing about uncached subjects:
+	// new subjects are still claimed without a read.
+	if gets, _ := run(a, 40, func(i int) string { return fmt.Sprintf("G-%d", i) }, at(9), consumer.Stale); gets != 40 {
+		t.Fatalf("40 older events on cached subjects: %d reads, want 40", gets)
+	}
+	if gets, lost := run(a, 10, func(i int) string { return fmt.Sprintf("M-%d", i) }, at(10), consumer.Applied); gets != 0 || lost != 0 {
+		t.Fatalf("10 new subjects after replays on cached ones: %d reads, %d lost creates; want none", gets, lost)
+	}
 	// A restart: the same subjects, uncached. The first guess is wrong;
 	// its event, older than the mark, is still judged on the mark read
 	// after the failed create. Then it reads first.

@@ -243,14 +243,15 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		// compare-and-set fails if the mark moved, and the loop reads the
 		// store): every decision taken without a write (stale,
 		// already-applied, wait) is taken on a mark read from the store.
-		cm, cr, cached := Mark{}, uint64(0), false
+		cm, cr, cached, uncached := Mark{}, uint64(0), false, false
 		if first {
 			cm, cr, cached = p.cache.get(key)
 			// No mark cached: when most such subjects had none lately,
 			// guess this one has none either (a new subject). The claim
 			// below then creates the entry; if one exists, the create
 			// conflicts and the loop reads it.
-			guessed = !cached && p.guessNew.guess()
+			uncached = !cached
+			guessed = uncached && p.guessNew.guess()
 			cached = cached || guessed
 		}
 		if cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
@@ -260,7 +261,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			if mark, rev, err = p.readMark(ctx, key); err != nil {
 				return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
 			}
-			if first {
+			if uncached {
 				p.guessNew.learn(rev == 0)
 			}
 		}
