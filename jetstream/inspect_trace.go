@@ -303,11 +303,21 @@ func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 	if err != nil {
 		return classify("bucket "+BucketMarks, err)
 	}
-	m, rev, deleted, err := newWatermarks(kv, c.NC).get(ctx, mk)
-	if err != nil {
-		return err
+	// Through nats.go's KeyValue, not Watermarks' direct get: it also
+	// reads a bucket whose AllowDirect an operator turned off (serve
+	// turns it back on when it starts), and a deleted mark is absent.
+	var m consumer.Mark
+	e, err := kv.Get(ctx, mk)
+	switch {
+	case errors.Is(err, js.ErrKeyNotFound):
+	case err != nil:
+		return classify("get watermark "+mk, err)
+	default:
+		if err := json.Unmarshal(e.Value(), &m); err != nil {
+			return fmt.Errorf("watermark %s: corrupt entry: %w", mk, err)
+		}
 	}
-	if rev > 0 && !deleted {
+	if e != nil {
 		ws.Exists, ws.At, ws.Keys = true, m.At.UTC(), m.Keys
 		ws.KeyAtMark = slices.Contains(m.Keys, r.Key)
 		if m.Lease != nil {

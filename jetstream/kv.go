@@ -92,39 +92,41 @@ func newWatermarks(kv js.KeyValue, nc *nats.Conn) *Watermarks {
 // del or purge) reads as the zero Mark at the delete marker's revision,
 // so a Put at that revision writes over it.
 func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64, error) {
-	m, rev, _, err := w.get(ctx, key)
-	return m, rev, err
-}
-
-// get is Get that also tells a delete marker apart.
-func (w *Watermarks) get(ctx context.Context, key string) (m consumer.Mark, rev uint64, deleted bool, err error) {
 	resp, err := request(ctx, w.nc, &nats.Msg{Subject: w.getPre + key}, w.timeout)
 	if err != nil {
-		return m, 0, false, classify("get watermark "+key, err)
+		return consumer.Mark{}, 0, classify("get watermark "+key, err)
 	}
 	switch st := resp.Header.Get("Status"); st {
 	case "":
 	case "404":
-		return m, 0, false, nil
+		return consumer.Mark{}, 0, nil
 	default:
-		return m, 0, false, classify("get watermark "+key, fmt.Errorf("nats: %s %s", st, resp.Header.Get("Description")))
+		return consumer.Mark{}, 0, classify("get watermark "+key, fmt.Errorf("nats: %s %s", st, resp.Header.Get("Description")))
 	}
-	rev, err = strconv.ParseUint(resp.Header.Get(js.SequenceHeader), 10, 64)
+	rev, err := strconv.ParseUint(resp.Header.Get(js.SequenceHeader), 10, 64)
 	if err != nil || rev == 0 {
-		return m, 0, false, fmt.Errorf("watermark %s: answer without a revision", key)
+		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: answer without a revision", key)
 	}
-	switch resp.Header.Get(kvOperationHeader) {
-	case "DEL", "PURGE":
-		return m, rev, true, nil
+	switch op := resp.Header.Get(kvOperationHeader); {
+	case op == "DEL", op == "PURGE", resp.Header.Get(markerReasonHeader) != "":
+		// Deleted or purged (a marker the server wrote too, as nats.go
+		// reads them: hookgate's bucket sets no LimitMarkerTTL, an
+		// operator's may).
+		return consumer.Mark{}, rev, nil
 	}
+	var m consumer.Mark
 	if err := json.Unmarshal(resp.Data, &m); err != nil {
-		return consumer.Mark{}, 0, false, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
+		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
 	}
-	return m, rev, false, nil
+	return m, rev, nil
 }
 
-// kvOperationHeader marks a KV entry's delete or purge.
-const kvOperationHeader = "KV-Operation"
+// kvOperationHeader marks a KV entry's delete or purge;
+// markerReasonHeader a delete marker the server wrote.
+const (
+	kvOperationHeader  = "KV-Operation"
+	markerReasonHeader = "Nats-Marker-Reason"
+)
 
 // Put implements consumer.Watermarks: a create when rev is 0, else an
 // update (compare-and-set); a lost race is consumer.ErrConflict. A create
