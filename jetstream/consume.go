@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -105,6 +106,10 @@ type Source struct {
 	cons js.Consumer
 	it   js.MessagesContext
 	nc   *nats.Conn
+	js   js.JetStream
+	// pin is the pin id the server gave this source's pulls (from its
+	// deliveries' Nats-Pin-Id), so Stop can hand the pin on.
+	pin atomic.Pointer[string]
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -122,18 +127,42 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 			MaxDeliver:    -1,
 			MaxAckPending: o.MaxAckPending,
 			DeliverPolicy: js.DeliverAllPolicy,
+			// One instance at a time receives events: the server pins the
+			// durable consumer to one puller and hands it to another only
+			// after that one sent no pull for PinnedTTL (it stopped or
+			// died). Two instances pulling side by side would each take
+			// some of a subject's events, and the one holding the newer
+			// event could apply it first, leaving the older one stale.
+			PriorityGroups: []string{applyGroup},
+			PriorityPolicy: js.PriorityPolicyPinned,
+			PinnedTTL:      pinnedTTL,
 		})
 		return classify("create consumer", err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
+	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)), js.PullExpiry(pullExpiry), js.PullPriorityGroup(applyGroup))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
-	return &Source{cons: cons, it: it, nc: c.JS.Conn()}, nil
+	return &Source{cons: cons, it: it, nc: c.JS.Conn(), js: c.JS}, nil
 }
+
+// applyGroup is the durable consumer's priority group; every instance
+// pulls in it. pinIDHeader carries the pin on each delivery.
+const (
+	applyGroup  = "apply"
+	pinIDHeader = "Nats-Pin-Id"
+)
+
+// pullExpiry is how long each pull waits at the server; an idle pinned
+// instance sends a new one at least that often, so pinnedTTL, twice as
+// long, never moves the pin away from a live one.
+const (
+	pullExpiry = 30 * time.Second
+	pinnedTTL  = 2 * pullExpiry
+)
 
 // Pending returns the consumer's lag: undelivered plus unacked.
 func (s *Source) Pending(ctx context.Context) (uint64, error) {
@@ -144,8 +173,39 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
-// Stop ends pulling; Next then returns an error.
-func (s *Source) Stop() { s.it.Stop() }
+// Stop ends pulling; Next then returns an error. If this source holds
+// the consumer's pin, Stop releases it, so another instance takes over at
+// once rather than after pinnedTTL: call it once the deliveries received
+// are settled or handed back (Run has returned).
+func (s *Source) Stop() {
+	s.it.Stop()
+	pin := s.pin.Load()
+	if pin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), unpinWait)
+	defer cancel()
+	info, err := s.cons.Info(ctx)
+	if err != nil {
+		return // the pin then moves after pinnedTTL
+	}
+	for _, g := range info.PriorityGroups {
+		if g.Group == applyGroup && g.PinnedClientID == *pin {
+			_ = s.streamUnpin(ctx)
+		}
+	}
+}
+
+// unpinWait bounds Stop's release of the pin.
+const unpinWait = 2 * time.Second
+
+func (s *Source) streamUnpin(ctx context.Context) error {
+	st, err := s.js.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return err
+	}
+	return st.UnpinConsumer(ctx, DurableApply, applyGroup)
+}
 
 // unreadWait bounds the wait for each buffered delivery in Unread.
 const unreadWait = time.Second
@@ -194,6 +254,11 @@ func (s *Source) message(msg js.Msg) (*consumer.Message, bool) {
 	if err != nil {
 		_ = msg.Term()
 		return nil, false
+	}
+	if pin := msg.Headers().Get(pinIDHeader); pin != "" {
+		if old := s.pin.Load(); old == nil || *old != pin {
+			s.pin.Store(&pin)
+		}
 	}
 	return &consumer.Message{
 		Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),

@@ -231,3 +231,104 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 		t.Fatalf("%d of 40 events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", got)
 	}
 }
+
+// Sources of two instances on one durable consumer: only one receives
+// events (the pin), so a subject's events never split between them; when
+// it stops, the other receives the rest at once, not after the pin's TTL.
+func TestOneSourceAtATimeAndStopHandsOver(t *testing.T) {
+	e := newStopRestartEnv(t, time.Minute)
+	ctx := t.Context()
+	first, err := jetstream.OpenSource(ctx, e.env.Conn, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := jetstream.OpenSource(ctx, e.env.Conn, e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Stop()
+	e.publish(0, 0, 20)
+	// Whichever source the server pinned takes all 20; the other gets
+	// none meanwhile.
+	var got [2]int
+	sources := [2]*jetstream.Source{first, second}
+	for got[0]+got[1] < 20 {
+		for i, s := range sources {
+			nctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			m, err := s.Next(nctx)
+			cancel()
+			if err == nil {
+				got[i]++
+				if err := m.Delivery.Ack(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+	}
+	if got[0] != 0 && got[1] != 0 {
+		t.Fatalf("both sources received events: %v", got)
+	}
+	pinned, standby := first, second
+	if got[1] != 0 {
+		pinned, standby = second, first
+	}
+	pinned.Stop()
+	e.publish(1, 0, 5)
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range 5 {
+		m, err := standby.Next(nctx)
+		if err != nil {
+			t.Fatalf("the standby source received %d of 5 events within 10 s of the pinned one's stop: %v", i, err)
+		}
+		_ = m.Delivery.Ack(ctx)
+	}
+}
+
+// A durable consumer made by an earlier version (no priority group) is
+// updated in place, keeping its place in the stream.
+func TestSourcePinsAnEarlierVersionsConsumer(t *testing.T) {
+	e := newStopRestartEnv(t, time.Minute)
+	ctx := t.Context()
+	e.publish(0, 0, 3)
+	old, err := e.env.Conn.JS.CreateOrUpdateConsumer(ctx, jetstream.StreamWebhooks, js.ConsumerConfig{
+		Durable: jetstream.DurableApply, FilterSubject: "webhooks.>", AckPolicy: js.AckExplicitPolicy, MaxDeliver: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := old.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		_ = m.DoubleAck(ctx)
+	}
+	src, err := jetstream.OpenSource(ctx, e.env.Conn, e.opts)
+	if err != nil {
+		t.Fatalf("update the earlier consumer: %v", err)
+	}
+	defer src.Stop()
+	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for want := uint64(2); want <= 3; want++ {
+		m, err := src.Next(nctx)
+		if err != nil {
+			t.Fatalf("event %d: %v", want, err)
+		}
+		if m.Event.Seq != want {
+			t.Fatalf("got stream seq %d, want %d: the update lost the consumer's place", m.Event.Seq, want)
+		}
+		_ = m.Delivery.Ack(ctx)
+	}
+	info, err := e.env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := info.CachedInfo().Config; c.PriorityPolicy != js.PriorityPolicyPinned {
+		t.Fatalf("priority policy %v after the update, want pinned", c.PriorityPolicy)
+	}
+}
