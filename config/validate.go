@@ -158,6 +158,8 @@ func (c *Config) checkNATS(k *checker) {
 	e := n.Embedded
 	if e.Sync != SyncInterval && e.Sync != SyncAlways {
 		k.errorf("nats.embedded.sync", "unknown sync %q; want interval or always", e.Sync)
+	} else if e.Sync == SyncAlways && n.URL != "" {
+		k.warnf("nats.embedded.sync", "ignored: nats.url is set, so no embedded server runs; fsync is the cluster's sync_interval setting")
 	}
 	if n.URL == "" && e.DataDir == "" {
 		k.errorf("nats.embedded.data_dir", "required")

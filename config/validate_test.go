@@ -83,6 +83,7 @@ func TestValidate(t *testing.T) {
 		{"data_dir", func(c *Config) { c.NATS.Embedded.DataDir = "" }, "nats.embedded.data_dir", "required", false},
 		{"embedded listen", func(c *Config) { c.NATS.Embedded.Listen = "4222" }, "nats.embedded.listen", "want host:port", false},
 		{"embedded listen with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Listen = "nats://h:4222", "127.0.0.1:4222" }, "nats.embedded.listen", "ignored: nats.url is set", true},
+		{"sync always with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Sync = "nats://h:4222", SyncAlways }, "nats.embedded.sync", "ignored: nats.url is set", true},
 
 		// dedup
 		{"horizon", func(c *Config) { c.Dedup.Horizon = 0 }, "dedup.horizon", "must be > 0", false},
