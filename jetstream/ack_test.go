@@ -136,7 +136,12 @@ func TestWritesWithoutDeadlineEnd(t *testing.T) {
 	marks := &Watermarks{nc: c.NC, pre: "silent.marks.", timeout: bound}
 	applied := &AppliedKeys{nc: c.NC, pre: "silent.applied.", timeout: bound}
 	pub := &Publisher{nc: c.NC, timeout: bound}
+	marks.getPre = "silent.get."
 	writes := map[string]func(context.Context) error{
+		"Watermarks.Get": func(ctx context.Context) error {
+			_, _, err := marks.Get(ctx, "p.a.s")
+			return err
+		},
 		"Watermarks.Put": func(ctx context.Context) error {
 			_, err := marks.Put(ctx, "p.a.s", consumer.Mark{At: time.Unix(1, 0).UTC()}, 3)
 			return err
@@ -156,5 +161,34 @@ func TestWritesWithoutDeadlineEnd(t *testing.T) {
 				endsUnavailable(t, "the write was still waiting for an answer after 30s", func() error { return write(ctx) })
 			})
 		}
+	}
+}
+
+// status asked while a stream has no leader (a node just died) must not
+// wait for the CLI's 10 minutes: each attempt is bounded and retried, then
+// it fails as unavailable (it hung for 10 minutes; found by review).
+func TestStatusWhileJetStreamDoesNotAnswerEnds(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	sub, err := c.NC.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	silent, err := js.NewWithAPIPrefix(c.NC, "silent.api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts, wait := statusAttempts, statusAttemptWait
+	statusAttempts, statusAttemptWait = 2, 300*time.Millisecond
+	t.Cleanup(func() { statusAttempts, statusAttemptWait = attempts, wait })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // the CLI's
+	defer cancel()
+	endsUnavailable(t, "status still waiting after 30 s", func() error {
+		_, err := ReadStatus(ctx, &Conn{NC: c.NC, JS: silent}, StatusOptions{Horizon: time.Hour})
+		return err
+	})
+	if n, _, _ := sub.Pending(); n < 2 {
+		t.Fatalf("%d requests reached the silent API; want one per attempt at least", n)
 	}
 }

@@ -159,7 +159,35 @@ func ReadStreams(ctx context.Context, c *Conn) ([]StreamStatus, error) {
 // ReadStatus reads the streams, buckets and consumers. Missing ones are
 // reported with Exists false; errors are ErrUnavailable (wrapped) when
 // JetStream does not answer.
+//
+// A request sent while a stream has no leader (a node just died) may never
+// be answered; each attempt is bounded by statusAttemptWait, and the read
+// is tried statusAttempts times, so an operator gets the status after the
+// election, or an error within about a minute, whatever ctx allows.
 func ReadStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
+	var (
+		st  Status
+		err error
+	)
+	for range statusAttempts {
+		actx, cancel := context.WithTimeout(ctx, statusAttemptWait)
+		st, err = readStatus(actx, c, o)
+		cancel()
+		if err == nil || !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+			break
+		}
+	}
+	return st, err
+}
+
+// statusAttempts and statusAttemptWait bound ReadStatus (see there): a
+// JetStream leader election takes seconds.
+var (
+	statusAttempts    = 3
+	statusAttemptWait = 20 * time.Second
+)
+
+func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 	now := o.Now
 	if now.IsZero() {
 		now = time.Now()
