@@ -135,7 +135,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 			// event could apply it first, leaving the older one stale.
 			PriorityGroups: []string{applyGroup},
 			PriorityPolicy: js.PriorityPolicyPinned,
-			PinnedTTL:      pinnedTTL,
+			PinnedTTL:      pinnedTTL(o.AckWait),
 		})
 		return classify("create consumer", err)
 	})
@@ -156,13 +156,17 @@ const (
 	pinIDHeader = "Nats-Pin-Id"
 )
 
-// pullExpiry is how long each pull waits at the server; an idle pinned
-// instance sends a new one at least that often, so pinnedTTL, twice as
-// long, never moves the pin away from a live one.
-const (
-	pullExpiry = 30 * time.Second
-	pinnedTTL  = 2 * pullExpiry
-)
+// pullExpiry is how long each pull waits at the server. The pinned
+// instance pulls again when a pull expires or its buffer runs low, but only
+// while Run reads deliveries, which it stops doing while every worker is
+// busy: for as long as an event may take, bounded by the ack wait (the
+// processor keeps a delivery alive no longer). So the pin moves from a live
+// instance never, from a dead one after pinnedTTL.
+var pullExpiry = 30 * time.Second // a var for tests
+
+func pinnedTTL(ackWait time.Duration) time.Duration {
+	return max(ackWait, pullExpiry) + pullExpiry
+}
 
 // Pending returns the consumer's lag: undelivered plus unacked.
 func (s *Source) Pending(ctx context.Context) (uint64, error) {
