@@ -156,13 +156,14 @@ const (
 	pinIDHeader = "Nats-Pin-Id"
 )
 
-// pullExpiry is how long each pull waits at the server. The pinned
+// pullExpiry is how long each pull waits at the server (nats.go's default
+// is 30 s; shorter, the pin moves sooner from a dead instance). The pinned
 // instance pulls again when a pull expires or its buffer runs low, but only
 // while Run reads deliveries, which it stops doing while every worker is
 // busy: for as long as an event may take, bounded by the ack wait (the
 // processor keeps a delivery alive no longer). So the pin moves from a live
 // instance never, from a dead one after pinnedTTL.
-var pullExpiry = 30 * time.Second // a var for tests
+var pullExpiry = 10 * time.Second // a var for tests
 
 func pinnedTTL(ackWait time.Duration) time.Duration {
 	return max(ackWait, pullExpiry) + pullExpiry
