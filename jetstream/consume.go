@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -106,10 +105,6 @@ type Source struct {
 	cons js.Consumer
 	it   js.MessagesContext
 	nc   *nats.Conn
-	js   js.JetStream
-	// pin is the pin id the server gave this source's pulls (from its
-	// deliveries' Nats-Pin-Id), so Stop can hand the pin on.
-	pin atomic.Pointer[string]
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -127,46 +122,17 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 			MaxDeliver:    -1,
 			MaxAckPending: o.MaxAckPending,
 			DeliverPolicy: js.DeliverAllPolicy,
-			// One instance at a time receives events: the server pins the
-			// durable consumer to one puller and hands it to another only
-			// after that one sent no pull for PinnedTTL (it stopped or
-			// died). Two instances pulling side by side would each take
-			// some of a subject's events, and the one holding the newer
-			// event could apply it first, leaving the older one stale.
-			PriorityGroups: []string{applyGroup},
-			PriorityPolicy: js.PriorityPolicyPinned,
-			PinnedTTL:      pinnedTTL(o.AckWait),
 		})
 		return classify("create consumer", err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)), js.PullExpiry(pullExpiry), js.PullPriorityGroup(applyGroup))
+	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
-	return &Source{cons: cons, it: it, nc: c.JS.Conn(), js: c.JS}, nil
-}
-
-// applyGroup is the durable consumer's priority group; every instance
-// pulls in it. pinIDHeader carries the pin on each delivery.
-const (
-	applyGroup  = "apply"
-	pinIDHeader = "Nats-Pin-Id"
-)
-
-// pullExpiry is how long each pull waits at the server (nats.go's default
-// is 30 s; shorter, the pin moves sooner from a dead instance). The pinned
-// instance pulls again when a pull expires or its buffer runs low, but only
-// while Run reads deliveries, which it stops doing while every worker is
-// busy: for as long as an event may take, bounded by the ack wait (the
-// processor keeps a delivery alive no longer). So the pin moves from a live
-// instance never, from a dead one after pinnedTTL.
-var pullExpiry = 10 * time.Second // a var for tests
-
-func pinnedTTL(ackWait time.Duration) time.Duration {
-	return max(ackWait, pullExpiry) + pullExpiry
+	return &Source{cons: cons, it: it, nc: c.JS.Conn()}, nil
 }
 
 // Pending returns the consumer's lag: undelivered plus unacked.
@@ -178,39 +144,8 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
-// Stop ends pulling; Next then returns an error. If this source holds
-// the consumer's pin, Stop releases it, so another instance takes over at
-// once rather than after pinnedTTL: call it once the deliveries received
-// are settled or handed back (Run has returned).
-func (s *Source) Stop() {
-	s.it.Stop()
-	pin := s.pin.Load()
-	if pin == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), unpinWait)
-	defer cancel()
-	info, err := s.cons.Info(ctx)
-	if err != nil {
-		return // the pin then moves after pinnedTTL
-	}
-	for _, g := range info.PriorityGroups {
-		if g.Group == applyGroup && g.PinnedClientID == *pin {
-			_ = s.streamUnpin(ctx)
-		}
-	}
-}
-
-// unpinWait bounds Stop's release of the pin.
-const unpinWait = 2 * time.Second
-
-func (s *Source) streamUnpin(ctx context.Context) error {
-	st, err := s.js.Stream(ctx, StreamWebhooks)
-	if err != nil {
-		return err
-	}
-	return st.UnpinConsumer(ctx, DurableApply, applyGroup)
-}
+// Stop ends pulling; Next then returns an error.
+func (s *Source) Stop() { s.it.Stop() }
 
 // unreadWait bounds the wait for each buffered delivery in Unread.
 const unreadWait = time.Second
@@ -259,11 +194,6 @@ func (s *Source) message(msg js.Msg) (*consumer.Message, bool) {
 	if err != nil {
 		_ = msg.Term()
 		return nil, false
-	}
-	if pin := msg.Headers().Get(pinIDHeader); pin != "" {
-		if old := s.pin.Load(); old == nil || *old != pin {
-			s.pin.Store(&pin)
-		}
 	}
 	return &consumer.Message{
 		Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
