@@ -231,4 +231,3 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 		t.Fatalf("%d of 40 events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", got)
 	}
 }
-
