@@ -123,15 +123,7 @@ func TestServerAnswersTakeTheFastPath(t *testing.T) {
 // even when the caller's ctx has no deadline: the consumer passes such
 // contexts, and a hang there stalls its lane for good.
 func TestWritesWithoutDeadlineEnd(t *testing.T) {
-	e, c := startEmbedded(t, t.TempDir(), testStreams())
-	t.Cleanup(func() { c.Close(); e.Shutdown() })
-	// A subscriber that never answers stands in for a stream whose answer
-	// was lost.
-	sub, err := c.NC.SubscribeSync("silent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, _ := silentEnv(t)
 	const bound = 300 * time.Millisecond
 	marks := &Watermarks{nc: c.NC, pre: "silent.marks.", timeout: bound}
 	applied := &AppliedKeys{nc: c.NC, pre: "silent.applied.", timeout: bound}
@@ -168,13 +160,7 @@ func TestWritesWithoutDeadlineEnd(t *testing.T) {
 // wait for the CLI's 10 minutes: each attempt is bounded and retried, then
 // it fails as unavailable (it hung for 10 minutes; found by review).
 func TestStatusWhileJetStreamDoesNotAnswerEnds(t *testing.T) {
-	e, c := startEmbedded(t, t.TempDir(), testStreams())
-	t.Cleanup(func() { c.Close(); e.Shutdown() })
-	sub, err := c.NC.SubscribeSync("silent.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, sub := silentEnv(t)
 	silent, err := js.NewWithAPIPrefix(c.NC, "silent.api")
 	if err != nil {
 		t.Fatal(err)
@@ -191,4 +177,19 @@ func TestStatusWhileJetStreamDoesNotAnswerEnds(t *testing.T) {
 	if n, _, _ := sub.Pending(); n < 2 {
 		t.Fatalf("%d requests reached the silent API; want one per attempt at least", n)
 	}
+}
+
+// silentEnv is a running server where requests to silent.> are received
+// and never answered: a stream whose answer was lost, or that has no
+// leader.
+func silentEnv(t *testing.T) (*Conn, *nats.Subscription) {
+	t.Helper()
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	sub, err := c.NC.SubscribeSync("silent.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return c, sub
 }
