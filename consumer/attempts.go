@@ -64,6 +64,10 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 		p.nak(m, d)
 		return
 	}
+	delay := stopHandBackDelay
+	if p.opts.PlainStopHandBack {
+		delay = 0
+	}
 	c, ok := m.Delivery.(ConfirmedNaker)
 	// One budget for the waits of all of a stop's confirmations: a server
 	// that does not answer must not hold the stop for stopNakWait per
@@ -71,13 +75,13 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 	// hand-backs behind it does not).
 	left := stopNakBudget - time.Duration(p.stopNakSpent.Load())
 	if !ok || left <= 0 {
-		p.nak(m, stopHandBackDelay)
+		p.nak(m, delay)
 		return
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), min(left, stopNakWait))
 	defer cancel()
-	err := c.NakWithDelayConfirmed(ctx, stopHandBackDelay)
+	err := c.NakWithDelayConfirmed(ctx, delay)
 	p.stopNakSpent.Add(int64(time.Since(start)))
 	if err != nil {
 		p.log.Warn("hand back at stop not confirmed; it may wait out the ack wait", slog.String("key", m.Event.Key), slog.String("error", err.Error()))

@@ -52,6 +52,12 @@ type Options struct {
 	InDoubtWait time.Duration
 	// Now is the clock; nil = time.Now.
 	Now func() time.Time
+	// PlainStopHandBack hands events back at a stop with a plain negative
+	// acknowledgement instead of stopHandBackDelay's: for a server that
+	// keeps running (an external cluster), where the instance taking over
+	// must get them before anything newer, and a plain one is queued for
+	// redelivery at once.
+	PlainStopHandBack bool
 }
 
 // Processor applies events once, in watermark order per subject. Process

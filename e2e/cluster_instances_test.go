@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,14 +34,86 @@ func TestTwoGatewaysOneConsumerKeepEachSubjectsOrder(t *testing.T) {
 	requireAllApplied(t, j, s.acked)
 }
 
+// Two instances with the consumer role on one cluster: one at a time
+// applies events (the consumer lock), so every event sent in order is
+// applied, also across a SIGTERM of the applying instance, after which the
+// other takes over. (Both pulling side by side, the one holding a subject's
+// newer event could apply it first: 184 of 7017 events stale in the
+// review that found it, 116-317 of about 1500 in this test.)
+func TestTwoConsumersTakeTurnsAndKeepEachSubjectsOrder(t *testing.T) {
+	c := startCluster(t)
+	j := c.client()
+	cfg := writeClusterConfig(t, clusterConfig{natsURL: c.URL()})
+	procs := []*hgProc{startServe(t, "a", cfg), startServe(t, "b", cfg)}
+	s := startInOrderSender(t, []string{procs[0].baseURL, procs[1].baseURL}, 10)
+	s.waitAcked(t, 1500)
+	s.stopAndWait()
+	requireAllApplied(t, j, s.acked)
+
+	holder := lockHolder(t, j, procs)
+	standby := procs[1-holder]
+	s = startInOrderSender(t, []string{procs[0].baseURL, procs[1].baseURL}, 10)
+	s.waitAcked(t, 300)
+	procs[holder].stop(t) // while the load runs
+	s.mu.Lock()
+	s.gateways = []string{standby.baseURL}
+	s.mu.Unlock()
+	s.waitAcked(t, 1300)
+	s.stopAndWait()
+	// The handover: the README's known limit admits a few events that were
+	// on their way to the stopping holder (0 on a quiet machine, 1-6 of
+	// about 1300 with three of these tests at once on 2 cores), each
+	// delivered to it before (so "superseded while retrying"); with both
+	// instances applying side by side it was about 8%.
+	missing := notApplied(t, j, s.acked)
+	for _, m := range missing {
+		if !strings.Contains(m, "superseded while retrying") {
+			t.Errorf("not applied, and not one the stopping holder had received: %s", m)
+		}
+	}
+	if len(missing) > len(s.acked)/100 {
+		t.Fatalf("%d of %d events sent in order not applied across the handover, more than 1%%: %v", len(missing), len(s.acked), missing[:min(len(missing), 10)])
+	}
+	if lockHolder(t, j, procs) != 1-holder {
+		t.Fatal("the standby does not hold the consumer lock after the holder stopped")
+	}
+}
+
+// lockHolder is the index of the process holding the consumer lock.
+func lockHolder(t *testing.T, j js.JetStream, procs []*hgProc) int {
+	t.Helper()
+	kv, err := j.KeyValue(t.Context(), "HOOKGATE_LOCKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), "consumer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Lease *struct{ Owner string } `json:"lease"`
+	}
+	if err := json.Unmarshal(e.Value(), &m); err != nil || m.Lease == nil {
+		t.Fatalf("consumer lock %s: %v", e.Value(), err)
+	}
+	for i, p := range procs {
+		if strings.Contains(m.Lease.Owner, fmt.Sprintf("/%d/", p.cmd.Process.Pid)) {
+			return i
+		}
+	}
+	t.Fatalf("consumer lock held by %s, none of the instances", m.Lease.Owner)
+	return -1
+}
+
 // inOrderSender posts each subject's events in order, each only after the
 // previous one was answered 200 (retrying other answers), spreading them
 // over the gateways given.
 type inOrderSender struct {
-	mu    sync.Mutex
-	acked []string
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	acked    []string
+	gateways []string // where to send; may be replaced while running
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 var inOrderRuns int
@@ -48,7 +122,7 @@ func startInOrderSender(t *testing.T, gateways []string, subjects int) *inOrderS
 	t.Helper()
 	inOrderRuns++
 	run := inOrderRuns
-	s := &inOrderSender{stop: make(chan struct{})}
+	s := &inOrderSender{stop: make(chan struct{}), gateways: gateways}
 	hc := &http.Client{Timeout: 20 * time.Second}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(run) * 24 * time.Hour)
 	for subj := range subjects {
@@ -65,7 +139,10 @@ func startInOrderSender(t *testing.T, gateways []string, subjects int) *inOrderS
 						return
 					default:
 					}
-					req, _ := http.NewRequest(http.MethodPost, gateways[(n+try)%len(gateways)]+"/webhooks/grants", bytesReader(body))
+					s.mu.Lock()
+					gw := s.gateways[(n+try)%len(s.gateways)]
+					s.mu.Unlock()
+					req, _ := http.NewRequest(http.MethodPost, gw+"/webhooks/grants", bytesReader(body))
 					req.Header = signGrants(t, id, body)
 					req.Header.Set("Content-Type", "application/json")
 					if resp, err := hc.Do(req); err == nil {
@@ -108,6 +185,16 @@ func (s *inOrderSender) stopAndWait() { close(s.stop); s.wg.Wait() }
 // in acked is in GRANTS; a missing one is listed with its stale reason.
 func requireAllApplied(t *testing.T, j js.JetStream, acked []string) {
 	t.Helper()
+	if missing := notApplied(t, j, acked); len(missing) > 0 {
+		t.Fatalf("%d of %d events, each sent only after the previous one of its subject was answered 200, never applied; first ones:\n%v",
+			len(missing), len(acked), missing[:min(len(missing), 10)])
+	}
+}
+
+// notApplied waits until the consumer has settled everything and returns
+// the keys in acked that are not in GRANTS, each with its stale reason.
+func notApplied(t *testing.T, j js.JetStream, acked []string) []string {
+	t.Helper()
 	waitSettled(t, j, 90*time.Second)
 	granted := map[string]bool{}
 	for _, m := range scanStream(t, j, "GRANTS") {
@@ -129,8 +216,5 @@ func requireAllApplied(t *testing.T, j js.JetStream, acked []string) {
 		}
 	}
 	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Fatalf("%d of %d events, each sent only after the previous one of its subject was answered 200, never applied; first ones:\n%v",
-			len(missing), len(acked), missing[:min(len(missing), 10)])
-	}
+	return missing
 }

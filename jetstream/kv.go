@@ -61,7 +61,7 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 		return nil, nil, err
 	}
 	nc := j.Conn()
-	return newWatermarks(marks, nc),
+	return newWatermarks(marks, nc, BucketMarks),
 		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
 }
 
@@ -83,9 +83,9 @@ type Watermarks struct {
 	timeout time.Duration // bounds each call, besides ctx
 }
 
-func newWatermarks(kv js.KeyValue, nc *nats.Conn) *Watermarks {
-	pre := kvSubjectPrefix(BucketMarks)
-	return &Watermarks{kv: kv, nc: nc, pre: pre, getPre: "$JS.API.DIRECT.GET.KV_" + BucketMarks + "." + pre, timeout: storeTimeout}
+func newWatermarks(kv js.KeyValue, nc *nats.Conn, bucket string) *Watermarks {
+	pre := kvSubjectPrefix(bucket)
+	return &Watermarks{kv: kv, nc: nc, pre: pre, getPre: "$JS.API.DIRECT.GET.KV_" + bucket + "." + pre, timeout: storeTimeout}
 }
 
 // Get implements consumer.Watermarks. A mark an operator deleted (nats kv

@@ -92,6 +92,10 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
+	external := cfg.NATS.URL != ""
+	// On a cluster the server outlives this instance, and a standby takes
+	// over: what a stop hands back must be queued for redelivery at once.
+	o.PlainStopHandBack = external
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
 		return nil, err
@@ -100,17 +104,18 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	if err != nil {
 		return nil, err
 	}
-	src, err := jetstream.OpenSource(ctx, conn, jetstream.SourceOptions{
+	opts := jetstream.SourceOptions{
 		// A small window: deliveries a killed instance had prefetched come
 		// back only after AckWait, overtaken by newer events (stale). (A
 		// stop hands them back at once: consumer.Unreader.)
 		MaxAckPending: max(cfg.Consumer.Workers*16, 128),
 		AckWait:       o.LeaseTTL,
-	})
-	if err != nil {
-		return nil, err
 	}
-	return func(ctx context.Context) error {
+	run := func(ctx context.Context) error {
+		src, err := jetstream.OpenSource(ctx, conn, opts)
+		if err != nil {
+			return err
+		}
 		go func() {
 			t := time.NewTicker(5 * time.Second)
 			defer t.Stop()
@@ -127,5 +132,16 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		}()
 		defer src.Stop()
 		return proc.Run(ctx, src, cfg.Consumer.Workers)
-	}, nil
+	}
+	if !external {
+		// The embedded server has one client process (data_dir's lock).
+		return run, nil
+	}
+	// Several instances may run the consumer role on a cluster: one at a
+	// time applies events (jetstream.ConsumerLock).
+	lock, err := jetstream.ProvisionConsumerLock(ctx, conn.JS, cfg.NATS.Replicas, o.Owner, logger)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return lock.Hold(ctx, run) }, nil
 }

@@ -1,0 +1,162 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// BucketLocks holds the consumer lock (see ConsumerLock).
+const BucketLocks = "HOOKGATE_LOCKS"
+
+// consumerLockKey is the lock's entry in BucketLocks.
+const consumerLockKey = "consumer"
+
+// ConsumerLock elects the one instance that applies events. Several
+// instances pulling from the shared durable consumer side by side would
+// each get some of a subject's events, and the one holding the newer event
+// could apply it first, turning the older one stale; so only the holder of
+// this lock pulls at all, the others stand by. The lock is an entry in
+// BucketLocks naming its owner and an expiry, changed only by
+// compare-and-set and renewed by its own goroutine (never held up by busy
+// workers). A holder that stops releases it; a dead one's expires after
+// ttl. Safe for one Hold at a time.
+type ConsumerLock struct {
+	store *Watermarks
+	owner string
+	ttl   time.Duration
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// ProvisionConsumerLock creates or updates BucketLocks and returns the lock
+// for owner (unique per process).
+func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, owner string, log *slog.Logger) (*ConsumerLock, error) {
+	var kv js.KeyValue
+	err := retryProvision(ctx, func(ctx context.Context) (err error) {
+		kv, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+			Bucket:      BucketLocks,
+			Description: "hookgate: which instance applies events",
+			History:     1,
+			Storage:     js.FileStorage,
+			Replicas:    max(replicas, 1),
+		})
+		return classify("provision KV "+BucketLocks, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ConsumerLock{store: newWatermarks(kv, j.Conn(), BucketLocks), owner: owner, ttl: consumerLockTTL, log: log, now: time.Now}, nil
+}
+
+// consumerLockTTL is how long a holder that stopped renewing (it died, or
+// lost NATS) keeps the lock; it renews every third of it.
+const consumerLockTTL = 10 * time.Second
+
+// Hold runs run whenever this instance holds the lock, until ctx ends: it
+// waits for the lock, runs, and releases it when run returns. If the lock
+// is lost (not renewed in time), run's ctx is cancelled and Hold waits for
+// the lock again. An error from run ends Hold with it.
+func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error) error {
+	for {
+		rev, err := l.acquire(ctx)
+		if err != nil {
+			return nil // ctx ended
+		}
+		l.log.Info("consumer lock taken: this instance applies events")
+		runCtx, cancel := context.WithCancel(ctx)
+		renewed := make(chan uint64, 1)
+		go func() { renewed <- l.renew(runCtx, rev, cancel) }()
+		err = run(runCtx)
+		cancel()
+		last := <-renewed
+		if last != 0 {
+			l.release(last)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case last == 0:
+			l.log.Warn("consumer lock lost: stopped applying events, waiting for the lock")
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// acquire waits until this instance holds the lock and returns its
+// revision; an error only when ctx ends.
+func (l *ConsumerLock) acquire(ctx context.Context) (uint64, error) {
+	for {
+		m, rev, err := l.store.Get(ctx, consumerLockKey)
+		if err == nil {
+			now := l.now()
+			if m.Lease == nil || m.Lease.Owner == l.owner || !now.Before(m.Lease.Until) {
+				n, err := l.store.Put(ctx, consumerLockKey, l.mark(now), rev)
+				if err == nil {
+					return n, nil
+				}
+				if errors.Is(err, consumer.ErrConflict) {
+					continue // someone else moved it: read again
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(consumerLockPoll):
+		}
+	}
+}
+
+// consumerLockPoll is how often a standby looks at the lock.
+const consumerLockPoll = time.Second
+
+func (l *ConsumerLock) mark(now time.Time) consumer.Mark {
+	return consumer.Mark{Lease: &consumer.Lease{Owner: l.owner, Key: consumerLockKey, Until: now.Add(l.ttl)}}
+}
+
+// renew extends the lock every third of its ttl until ctx ends, and returns
+// the revision then held; 0 and lost() when it could not be renewed before
+// it expired, or someone else holds it.
+func (l *ConsumerLock) renew(ctx context.Context, rev uint64, lost context.CancelFunc) uint64 {
+	until := l.now().Add(l.ttl)
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return rev
+		case <-t.C:
+		}
+		now := l.now()
+		// Renew with a ctx of its own: the run's may end meanwhile, and a
+		// renewal cut short would leave the revision unknown.
+		rctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+		n, err := l.store.Put(rctx, consumerLockKey, l.mark(now), rev)
+		cancel()
+		switch {
+		case err == nil:
+			rev, until = n, now.Add(l.ttl)
+		case errors.Is(err, consumer.ErrConflict), !l.now().Before(until.Add(-l.ttl / 3)):
+			// Taken over, or about to expire unrenewed: stop applying
+			// before another instance may start.
+			lost()
+			return 0
+		}
+	}
+}
+
+// release clears the lock if this instance still holds it at rev, so a
+// standby takes over at once.
+func (l *ConsumerLock) release(rev uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := l.store.Put(ctx, consumerLockKey, consumer.Mark{}, rev); err != nil {
+		l.log.Warn("release consumer lock; a standby takes over when it expires", slog.String("error", err.Error()))
+	}
+}

@@ -1,0 +1,90 @@
+package jetstream
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+)
+
+func testLock(t *testing.T, c *Conn, owner string) *ConsumerLock {
+	t.Helper()
+	l, err := ProvisionConsumerLock(t.Context(), c.JS, 1, owner, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.ttl = 1500 * time.Millisecond
+	return l
+}
+
+// waitTrue polls cond until it holds or 10 s pass.
+func waitTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+	}
+}
+
+// One holder at a time runs; a stop hands the lock on at once; a holder
+// that stops renewing (dead) loses it after its ttl; a holder whose entry
+// someone else took stops running.
+func TestConsumerLockOneAtATime(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	a, b := testLock(t, c, "a"), testLock(t, c, "b")
+	var running [2]atomic.Int32
+	var overlap atomic.Bool
+	run := func(i int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			running[i].Add(1)
+			if running[1-i].Load() > 0 {
+				overlap.Store(true)
+			}
+			<-ctx.Done()
+			running[i].Add(-1)
+			return nil
+		}
+	}
+	actx, stopA := context.WithCancel(t.Context())
+	aDone := make(chan error, 1)
+	go func() { aDone <- a.Hold(actx, run(0)) }()
+	waitTrue(t, "a runs", func() bool { return running[0].Load() == 1 })
+	bctx, stopB := context.WithCancel(t.Context())
+	bDone := make(chan error, 1)
+	go func() { bDone <- b.Hold(bctx, run(1)) }()
+	// b stands by through several of a's renewals.
+	time.Sleep(3 * a.ttl)
+	if running[1].Load() != 0 {
+		t.Fatal("b runs while a holds the lock")
+	}
+	stopA()
+	<-aDone
+	handedAt := time.Now()
+	waitTrue(t, "b runs after a stopped", func() bool { return running[1].Load() == 1 })
+	if took := time.Since(handedAt); took > a.ttl {
+		t.Errorf("b took over %s after a's stop, longer than the ttl: the lock was not released", took)
+	}
+
+	// Someone else writes the entry over b's: b stops running.
+	m, rev, err := b.store.Get(t.Context(), consumerLockKey)
+	if err != nil || m.Lease == nil || m.Lease.Owner != "b" {
+		t.Fatalf("lock %+v, %v; want b's", m, err)
+	}
+	dead := consumer.Mark{Lease: &consumer.Lease{Owner: "dead", Key: consumerLockKey, Until: time.Now().Add(b.ttl)}}
+	if _, err := b.store.Put(t.Context(), consumerLockKey, dead, rev); err != nil {
+		t.Fatal(err)
+	}
+	waitTrue(t, "b stops running once its lock was taken", func() bool { return running[1].Load() == 0 })
+	// "dead" never renews: b takes the lock back once it expired.
+	waitTrue(t, "b runs again after the dead holder's ttl", func() bool { return running[1].Load() == 1 })
+	stopB()
+	<-bDone
+	if overlap.Load() {
+		t.Fatal("two holders ran at once")
+	}
+}
