@@ -82,8 +82,22 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	waitTrue(t, "b stops running once its lock was taken", func() bool { return running[1].Load() == 0 })
 	// "dead" never renews: b takes the lock back once it expired.
 	waitTrue(t, "b runs again after the dead holder's ttl", func() bool { return running[1].Load() == 1 })
+	lockOwner := func() string {
+		t.Helper()
+		st, err := ReadStatus(t.Context(), c, StatusOptions{Horizon: time.Hour})
+		if err != nil || st.ConsumerLock == nil {
+			t.Fatalf("status: %+v, %v", st.ConsumerLock, err)
+		}
+		return st.ConsumerLock.Owner
+	}
+	if o := lockOwner(); o != "b" {
+		t.Fatalf("status shows the lock held by %q, want b", o)
+	}
 	stopB()
 	<-bDone
+	if o := lockOwner(); o != "" {
+		t.Fatalf("status shows the lock held by %q after b released it", o)
+	}
 	if overlap.Load() {
 		t.Fatal("two holders ran at once")
 	}

@@ -110,6 +110,15 @@ type Status struct {
 	// DLQByProvider counts DLQ letters per provider.
 	DLQByProvider map[string]uint64
 	Dedup         DedupStatus
+	// ConsumerLock is who applies events on a cluster (ConsumerLock);
+	// nil where no instance ever took the lock (the embedded server).
+	ConsumerLock *LockStatus
+}
+
+// LockStatus is the consumer lock's entry: Owner is empty when released.
+type LockStatus struct {
+	Owner string
+	Until time.Time
 }
 
 // Stream returns the named stream's status (Exists false if not listed).
@@ -221,7 +230,36 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	if st.ConsumerLock, err = consumerLockStatus(ctx, c); err != nil {
+		return Status{}, err
+	}
 	return st, nil
+}
+
+func consumerLockStatus(ctx context.Context, c *Conn) (*LockStatus, error) {
+	kv, err := c.JS.KeyValue(ctx, BucketLocks)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("bucket "+BucketLocks, err)
+	}
+	e, err := kv.Get(ctx, consumerLockKey)
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("consumer lock", err)
+	}
+	var m consumer.Mark
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return nil, fmt.Errorf("consumer lock: corrupt entry: %w", err)
+	}
+	ls := &LockStatus{}
+	if m.Lease != nil {
+		ls.Owner, ls.Until = m.Lease.Owner, m.Lease.Until.UTC()
+	}
+	return ls, nil
 }
 
 func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, error) {

@@ -122,6 +122,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	                     JetStream refuses as duplicates; absent when the
 //	                     server cannot look messages up by time
 //	  window_seconds     WEBHOOKS' duplicate window as the server has it
+//	consumer_lock        on a cluster, the instance that applies events
+//	  owner              host/pid/id of the holder; "" when free
+//	  until              when it expires unless renewed
 type statusDoc struct {
 	Time          time.Time         `json:"time"`
 	Via           string            `json:"via"`
@@ -134,6 +137,14 @@ type statusDoc struct {
 	KeyShards     uint64            `json:"key_shard_leases"`
 	AppliedKeys   uint64            `json:"applied_keys"`
 	Dedup         dedupDoc          `json:"dedup"`
+	ConsumerLock  *lockDoc          `json:"consumer_lock,omitempty"`
+}
+
+// lockDoc: which instance applies events on a cluster; owner empty when
+// the lock is free.
+type lockDoc struct {
+	Owner string     `json:"owner"`
+	Until *time.Time `json:"until,omitempty"`
 }
 
 type streamDoc struct {
@@ -196,6 +207,9 @@ func newStatusDoc(st jetstream.Status, via string) statusDoc {
 			FirstSeq:       st.Dedup.FirstSeq,
 			WindowSeconds:  seconds(st.Dedup.Window),
 		},
+	}
+	if l := st.ConsumerLock; l != nil {
+		d.ConsumerLock = &lockDoc{Owner: l.Owner, Until: timePtr(l.Until)}
 	}
 	if d.DLQByProvider == nil {
 		d.DLQByProvider = map[string]uint64{}
@@ -308,6 +322,16 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		fmt.Fprintf(tw, "watermarks\t%d subjects (and %d leases of events without a subject)\n", marks.Values-marks.KeyShards, marks.KeyShards)
 	} else {
 		fmt.Fprintf(tw, "watermarks\t%d\n", marks.Values)
+	}
+	if l := st.ConsumerLock; l != nil {
+		switch {
+		case l.Owner == "":
+			fmt.Fprintf(tw, "consumer lock\tfree (no instance applies events)\n")
+		case st.At.After(l.Until):
+			fmt.Fprintf(tw, "consumer lock\t%s, expired %s ago (a standby takes it)\n", printable(l.Owner), st.At.Sub(l.Until).Round(time.Second))
+		default:
+			fmt.Fprintf(tw, "consumer lock\theld by %s (this instance applies events), renewed until %s\n", printable(l.Owner), l.Until.Format(time.RFC3339))
+		}
 	}
 	_ = tw.Flush()
 }
