@@ -29,13 +29,18 @@ type ConsumerLock struct {
 	store *Watermarks
 	owner string
 	ttl   time.Duration
+	// grace is how long past its expiry a standby leaves a lock that was
+	// not released: the holder may still be finishing the events it had
+	// (up to the ack wait), and a dead holder's fetched events come back
+	// after the ack wait, ahead of anything newer, for the one taking over.
+	grace time.Duration
 	log   *slog.Logger
 	now   func() time.Time
 }
 
 // ProvisionConsumerLock creates or updates BucketLocks and returns the lock
-// for owner (unique per process).
-func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, owner string, log *slog.Logger) (*ConsumerLock, error) {
+// for owner (unique per process); ackWait is the durable consumer's.
+func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, owner string, ackWait time.Duration, log *slog.Logger) (*ConsumerLock, error) {
 	var kv js.KeyValue
 	err := retryProvision(ctx, func(ctx context.Context) (err error) {
 		kv, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
@@ -50,17 +55,20 @@ func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, ow
 	if err != nil {
 		return nil, err
 	}
-	return &ConsumerLock{store: newWatermarks(kv, j.Conn(), BucketLocks), owner: owner, ttl: consumerLockTTL, log: log, now: time.Now}, nil
+	return &ConsumerLock{store: newWatermarks(kv, j.Conn(), BucketLocks), owner: owner, ttl: consumerLockTTL, grace: ackWait, log: log, now: time.Now}, nil
 }
 
 // consumerLockTTL is how long a holder that stopped renewing (it died, or
-// lost NATS) keeps the lock; it renews every third of it.
+// lost NATS) keeps the lock, not counting the grace; it renews every third
+// of it.
 const consumerLockTTL = 10 * time.Second
 
 // Hold runs run whenever this instance holds the lock, until ctx ends: it
 // waits for the lock, runs, and releases it when run returns. If the lock
 // is lost (not renewed in time), run's ctx is cancelled and Hold waits for
-// the lock again. An error from run ends Hold with it.
+// the lock again. An error from run (its source failed: the cluster in
+// trouble) is logged, the lock released, and Hold waits for it again: the
+// process, and its gateway, stay up.
 func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error) error {
 	for {
 		rev, err := l.acquire(ctx)
@@ -83,19 +91,31 @@ func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error
 		case last == 0:
 			l.log.Warn("consumer lock lost: stopped applying events, waiting for the lock")
 		case err != nil:
-			return err
+			l.log.Error("consumer stopped; released the lock, waiting for it again", slog.String("error", err.Error()))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(consumerLockPoll):
+			}
 		}
 	}
 }
 
 // acquire waits until this instance holds the lock and returns its
-// revision; an error only when ctx ends.
+// revision; an error only when ctx ends. A lock not released is taken
+// only grace after its expiry.
 func (l *ConsumerLock) acquire(ctx context.Context) (uint64, error) {
+	logged := false // a failed read was logged; until one succeeds
 	for {
 		m, rev, err := l.store.Get(ctx, consumerLockKey)
-		if err == nil {
+		switch {
+		case err != nil && !logged:
+			l.log.Warn("read consumer lock; retrying", slog.String("error", err.Error()))
+			logged = true
+		case err == nil:
+			logged = false
 			now := l.now()
-			if m.Lease == nil || m.Lease.Owner == l.owner || !now.Before(m.Lease.Until) {
+			if m.Lease == nil || m.Lease.Owner == l.owner || !now.Before(m.Lease.Until.Add(l.grace)) {
 				n, err := l.store.Put(ctx, consumerLockKey, l.mark(now), rev)
 				if err == nil {
 					return n, nil
@@ -121,32 +141,33 @@ func (l *ConsumerLock) mark(now time.Time) consumer.Mark {
 }
 
 // renew extends the lock every third of its ttl until ctx ends, and returns
-// the revision then held; 0 and lost() when it could not be renewed before
-// it expired, or someone else holds it.
+// the revision then held; 0 and lost() when someone else holds it, or when
+// it could not be renewed until only a third of the ttl was left (a
+// renewal without an answer is tried again sooner). A standby takes an
+// unreleased lock only grace after its expiry: time for the run, cancelled
+// by lost, to finish or hand back its events.
 func (l *ConsumerLock) renew(ctx context.Context, rev uint64, lost context.CancelFunc) uint64 {
 	until := l.now().Add(l.ttl)
-	t := time.NewTicker(l.ttl / 3)
-	defer t.Stop()
+	wait := l.ttl / 3
 	for {
 		select {
 		case <-ctx.Done():
 			return rev
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		now := l.now()
-		// Renew with a ctx of its own: the run's may end meanwhile, and a
-		// renewal cut short would leave the revision unknown.
-		rctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+		// A ctx of its own: the run's may end meanwhile.
+		rctx, cancel := context.WithTimeout(context.Background(), l.ttl/10)
 		n, err := l.store.Put(rctx, consumerLockKey, l.mark(now), rev)
 		cancel()
 		switch {
 		case err == nil:
-			rev, until = n, now.Add(l.ttl)
+			rev, until, wait = n, now.Add(l.ttl), l.ttl/3
 		case errors.Is(err, consumer.ErrConflict), !l.now().Before(until.Add(-l.ttl / 3)):
-			// Taken over, or about to expire unrenewed: stop applying
-			// before another instance may start.
 			lost()
 			return 0
+		default:
+			wait = l.ttl / 20
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 func testLock(t *testing.T, c *Conn, owner string) *ConsumerLock {
 	t.Helper()
-	l, err := ProvisionConsumerLock(t.Context(), c.JS, 1, owner, slog.New(slog.DiscardHandler))
+	l, err := ProvisionConsumerLock(t.Context(), c.JS, 1, owner, time.Second, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +75,18 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	if err != nil || m.Lease == nil || m.Lease.Owner != "b" {
 		t.Fatalf("lock %+v, %v; want b's", m, err)
 	}
-	dead := consumer.Mark{Lease: &consumer.Lease{Owner: "dead", Key: consumerLockKey, Until: time.Now().Add(b.ttl)}}
+	deadUntil := time.Now().Add(b.ttl)
+	dead := consumer.Mark{Lease: &consumer.Lease{Owner: "dead", Key: consumerLockKey, Until: deadUntil}}
 	if _, err := b.store.Put(t.Context(), consumerLockKey, dead, rev); err != nil {
 		t.Fatal(err)
 	}
 	waitTrue(t, "b stops running once its lock was taken", func() bool { return running[1].Load() == 0 })
-	// "dead" never renews: b takes the lock back once it expired.
-	waitTrue(t, "b runs again after the dead holder's ttl", func() bool { return running[1].Load() == 1 })
+	// "dead" never renews: b takes the lock once it expired and the grace
+	// (time for a holder that lost it to finish its events) has passed.
+	waitTrue(t, "b runs again after the dead holder's ttl and grace", func() bool { return running[1].Load() == 1 })
+	if early := deadUntil.Add(b.grace).Sub(time.Now()); early > 0 {
+		t.Fatalf("b took an unreleased lock %s before its expiry plus grace", early)
+	}
 	lockOwner := func() string {
 		t.Helper()
 		st, err := ReadStatus(t.Context(), c, StatusOptions{Horizon: time.Hour})
@@ -100,5 +105,49 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	}
 	if overlap.Load() {
 		t.Fatal("two holders ran at once")
+	}
+}
+
+// A holder that loses NATS stops its run a third of the ttl before its
+// entry expires, and the run may take a while to finish its events and
+// hand back the rest (up to the ack wait, which the grace is): a standby
+// must not start before that. (Without the grace it took the expired
+// lock while the old run was still draining; found by review.)
+func TestLostLockLeavesTheOldRunTimeToDrain(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	ca, err := Connect(ConnectOptions{Name: "a", Embedded: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := testLock(t, ca, "a"), testLock(t, c, "b")
+	drain := a.grace // the old run's events: less than ttl/3 + grace
+	var running [2]atomic.Int32
+	var overlap atomic.Bool
+	run := func(i int) func(context.Context) error {
+		return func(ctx context.Context) error {
+			running[i].Add(1)
+			if running[1-i].Load() > 0 {
+				overlap.Store(true)
+			}
+			<-ctx.Done()
+			if i == 0 {
+				time.Sleep(drain) // finishing in-flight events, handing back
+			}
+			running[i].Add(-1)
+			return nil
+		}
+	}
+	actx, stopA := context.WithCancel(t.Context())
+	defer stopA()
+	go func() { _ = a.Hold(actx, run(0)) }()
+	waitTrue(t, "a runs", func() bool { return running[0].Load() == 1 })
+	bctx, stopB := context.WithCancel(t.Context())
+	defer stopB()
+	go func() { _ = b.Hold(bctx, run(1)) }()
+	ca.Close() // a loses NATS: its renewals fail from now on
+	waitTrue(t, "b runs", func() bool { return running[1].Load() == 1 })
+	if overlap.Load() {
+		t.Fatal("b started while a's run, cancelled as lost, was still draining")
 	}
 }

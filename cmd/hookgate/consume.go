@@ -111,17 +111,16 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		MaxAckPending: max(cfg.Consumer.Workers*16, 128),
 		AckWait:       o.LeaseTTL,
 	}
-	run := func(ctx context.Context) error {
-		src, err := jetstream.OpenSource(ctx, conn, opts)
-		if err != nil {
-			return err
-		}
+	runSource := func(ctx context.Context, src *jetstream.Source) error {
 		go func() {
 			t := time.NewTicker(5 * time.Second)
 			defer t.Stop()
 			for {
 				select {
 				case <-ctx.Done():
+					// Not applying any more (stopped, or a standby now):
+					// this instance's lag gauge must not count twice.
+					metrics.Pending.Set(0)
 					return
 				case <-t.C:
 					if n, err := src.Pending(ctx); err == nil {
@@ -135,13 +134,27 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	}
 	if !external {
 		// The embedded server has one client process (data_dir's lock).
-		return run, nil
+		// The source is opened now, so a durable consumer that cannot be
+		// created stops serve before it listens.
+		src, err := jetstream.OpenSource(ctx, conn, opts)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return runSource(ctx, src) }, nil
 	}
 	// Several instances may run the consumer role on a cluster: one at a
-	// time applies events (jetstream.ConsumerLock).
-	lock, err := jetstream.ProvisionConsumerLock(ctx, conn.JS, cfg.NATS.Replicas, o.Owner, logger)
+	// time applies events (jetstream.ConsumerLock), and only it pulls.
+	lock, err := jetstream.ProvisionConsumerLock(ctx, conn.JS, cfg.NATS.Replicas, o.Owner, opts.AckWait, logger)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) error { return lock.Hold(ctx, run) }, nil
+	return func(ctx context.Context) error {
+		return lock.Hold(ctx, func(ctx context.Context) error {
+			src, err := jetstream.OpenSource(ctx, conn, opts)
+			if err != nil {
+				return err
+			}
+			return runSource(ctx, src)
+		})
+	}, nil
 }
