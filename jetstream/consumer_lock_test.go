@@ -84,7 +84,7 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	// "dead" never renews: b takes the lock once it expired and the grace
 	// (time for a holder that lost it to finish its events) has passed.
 	waitTrue(t, "b runs again after the dead holder's ttl and grace", func() bool { return running[1].Load() == 1 })
-	if early := deadUntil.Add(b.grace).Sub(time.Now()); early > 0 {
+	if early := time.Until(deadUntil.Add(b.grace)); early > 0 {
 		t.Fatalf("b took an unreleased lock %s before its expiry plus grace", early)
 	}
 	lockOwner := func() string {
