@@ -37,19 +37,8 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	e, c := startEmbedded(t, t.TempDir(), testStreams())
 	t.Cleanup(func() { c.Close(); e.Shutdown() })
 	a, b := testLock(t, c, "a"), testLock(t, c, "b")
-	var running [2]atomic.Int32
-	var overlap atomic.Bool
-	run := func(i int) func(context.Context) error {
-		return func(ctx context.Context) error {
-			running[i].Add(1)
-			if running[1-i].Load() > 0 {
-				overlap.Store(true)
-			}
-			<-ctx.Done()
-			running[i].Add(-1)
-			return nil
-		}
-	}
+	h := &twoHolders{}
+	running, overlap, run := &h.running, &h.overlap, h.run
 	actx, stopA := context.WithCancel(t.Context())
 	aDone := make(chan error, 1)
 	go func() { aDone <- a.Hold(actx, run(0)) }()
@@ -121,23 +110,9 @@ func TestLostLockLeavesTheOldRunTimeToDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := testLock(t, ca, "a"), testLock(t, c, "b")
-	drain := a.grace // the old run's events: less than ttl/3 + grace
-	var running [2]atomic.Int32
-	var overlap atomic.Bool
-	run := func(i int) func(context.Context) error {
-		return func(ctx context.Context) error {
-			running[i].Add(1)
-			if running[1-i].Load() > 0 {
-				overlap.Store(true)
-			}
-			<-ctx.Done()
-			if i == 0 {
-				time.Sleep(drain) // finishing in-flight events, handing back
-			}
-			running[i].Add(-1)
-			return nil
-		}
-	}
+	// The old run's events take less than ttl/3 + grace to finish.
+	h := &twoHolders{drainFirst: a.grace}
+	running, overlap, run := &h.running, &h.overlap, h.run
 	actx, stopA := context.WithCancel(t.Context())
 	defer stopA()
 	go func() { _ = a.Hold(actx, run(0)) }()
@@ -149,5 +124,29 @@ func TestLostLockLeavesTheOldRunTimeToDrain(t *testing.T) {
 	waitTrue(t, "b runs", func() bool { return running[1].Load() == 1 })
 	if overlap.Load() {
 		t.Fatal("b started while a's run, cancelled as lost, was still draining")
+	}
+}
+
+// twoHolders counts the runs of two lock holders (0 and 1) and notes
+// whether they ever overlapped; holder 0's run takes drainFirst to return
+// after its ctx ends (finishing its events).
+type twoHolders struct {
+	running    [2]atomic.Int32
+	overlap    atomic.Bool
+	drainFirst time.Duration
+}
+
+func (h *twoHolders) run(i int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		h.running[i].Add(1)
+		if h.running[1-i].Load() > 0 {
+			h.overlap.Store(true)
+		}
+		<-ctx.Done()
+		if i == 0 {
+			time.Sleep(h.drainFirst)
+		}
+		h.running[i].Add(-1)
+		return nil
 	}
 }
