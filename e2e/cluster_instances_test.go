@@ -79,6 +79,27 @@ func TestTwoConsumersTakeTurnsAndKeepEachSubjectsOrder(t *testing.T) {
 	}
 }
 
+// kill -9 of the instance holding the consumer lock under in-order load:
+// the standby takes the lock only the ack wait after its expiry, by when
+// the dead holder's fetched events are due for redelivery, so it gets
+// them before anything newer and no event turns stale.
+func TestConsumerHolderKill9KeepsEachSubjectsOrder(t *testing.T) {
+	c := startCluster(t)
+	j := c.client()
+	cfg := writeClusterConfig(t, clusterConfig{natsURL: c.URL()})
+	procs := []*hgProc{startServe(t, "a", cfg), startServe(t, "b", cfg)}
+	s := startInOrderSender(t, []string{procs[0].baseURL, procs[1].baseURL}, 10)
+	s.waitAcked(t, 300)
+	holder := lockHolder(t, j, procs)
+	procs[holder].kill() // while the load runs
+	s.mu.Lock()
+	s.gateways = []string{procs[1-holder].baseURL}
+	s.mu.Unlock()
+	s.waitAcked(t, 1000)
+	s.stopAndWait()
+	requireAllApplied(t, j, s.acked)
+}
+
 // lockHolder is the index of the process holding the consumer lock.
 func lockHolder(t *testing.T, j js.JetStream, procs []*hgProc) int {
 	t.Helper()
