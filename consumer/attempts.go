@@ -57,7 +57,8 @@ func (p *Processor) attempt(m *Message) int {
 
 // handBack gives m back to the stream for another delivery after d,
 // untried: it does not count as an attempt. While Run stops, d is
-// stopHandBackDelay whatever the caller asked (see there).
+// stopHandBackDelay whatever the caller asked (see there), or none with
+// Options.PlainStopHandBack.
 func (p *Processor) handBack(m *Message, d time.Duration) {
 	p.handBacks.add(m.Event.Seq)
 	if !m.stopping() {
@@ -97,6 +98,9 @@ func (p *Processor) handBack(m *Message, d time.Duration) {
 // for redelivery as it takes the consumer up, ahead of anything new, in
 // stream order, so in order per subject (checkPending in nats-server's
 // consumer.go; jetstream's TestRestartPullsHandedBackEventsBeforeNewerOnes).
+// A server that outlives the process (a cluster) gets plain ones instead
+// (Options.PlainStopHandBack): a delayed one may come back after the next
+// lock holder took newer events.
 const stopHandBackDelay = time.Millisecond
 
 // stopNakWait bounds the wait for the server to take one hand-back at a

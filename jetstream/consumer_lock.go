@@ -41,9 +41,8 @@ type ConsumerLock struct {
 // ProvisionConsumerLock creates or updates BucketLocks and returns the lock
 // for owner (unique per process); ackWait is the durable consumer's.
 func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, owner string, ackWait time.Duration, log *slog.Logger) (*ConsumerLock, error) {
-	var kv js.KeyValue
-	err := retryProvision(ctx, func(ctx context.Context) (err error) {
-		kv, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+	err := retryProvision(ctx, func(ctx context.Context) error {
+		_, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
 			Bucket:      BucketLocks,
 			Description: "hookgate: which instance applies events",
 			History:     1,
@@ -55,7 +54,7 @@ func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, ow
 	if err != nil {
 		return nil, err
 	}
-	return &ConsumerLock{store: newWatermarks(kv, j.Conn(), BucketLocks), owner: owner, ttl: consumerLockTTL, grace: ackWait, log: log, now: time.Now}, nil
+	return &ConsumerLock{store: newWatermarks(j.Conn(), BucketLocks), owner: owner, ttl: consumerLockTTL, grace: ackWait, log: log, now: time.Now}, nil
 }
 
 // consumerLockTTL is how long a holder that stopped renewing (it died, or

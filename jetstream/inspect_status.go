@@ -237,23 +237,9 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 }
 
 func consumerLockStatus(ctx context.Context, c *Conn) (*LockStatus, error) {
-	kv, err := c.JS.KeyValue(ctx, BucketLocks)
-	if errors.Is(err, js.ErrBucketNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, classify("bucket "+BucketLocks, err)
-	}
-	e, err := kv.Get(ctx, consumerLockKey)
-	if errors.Is(err, js.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, classify("consumer lock", err)
-	}
-	var m consumer.Mark
-	if err := json.Unmarshal(e.Value(), &m); err != nil {
-		return nil, fmt.Errorf("consumer lock: corrupt entry: %w", err)
+	m, found, err := readMarkEntry(ctx, c, BucketLocks, consumerLockKey)
+	if err != nil || !found {
+		return nil, err
 	}
 	ls := &LockStatus{}
 	if m.Lease != nil {

@@ -295,29 +295,11 @@ func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 	se := r.Stored[len(r.Stored)-1]
 	mk := consumer.LeaseKey(consumer.Event{Provider: r.Provider, Account: se.Account, Subject: se.EventSubject, Key: r.Key})
 	ws := &WatermarkState{Key: mk, Shard: se.EventSubject == ""}
-	kv, err := c.JS.KeyValue(ctx, BucketMarks)
-	if errors.Is(err, js.ErrBucketNotFound) {
-		r.Watermark = ws
-		return nil
-	}
+	m, found, err := readMarkEntry(ctx, c, BucketMarks, mk)
 	if err != nil {
-		return classify("bucket "+BucketMarks, err)
+		return err
 	}
-	// Through nats.go's KeyValue, not Watermarks' direct get: it also
-	// reads a bucket whose AllowDirect an operator turned off (serve
-	// turns it back on when it starts), and a deleted mark is absent.
-	var m consumer.Mark
-	e, err := kv.Get(ctx, mk)
-	switch {
-	case errors.Is(err, js.ErrKeyNotFound):
-	case err != nil:
-		return classify("get watermark "+mk, err)
-	default:
-		if err := json.Unmarshal(e.Value(), &m); err != nil {
-			return fmt.Errorf("watermark %s: corrupt entry: %w", mk, err)
-		}
-	}
-	if e != nil {
+	if found {
 		ws.Exists, ws.At, ws.Keys = true, m.At.UTC(), m.Keys
 		ws.KeyAtMark = slices.Contains(m.Keys, r.Key)
 		if m.Lease != nil {
@@ -408,4 +390,30 @@ func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly
 			return sc, nil
 		}
 	}
+}
+
+// readMarkEntry reads key's Mark in bucket for the read-only commands,
+// through nats.go's KeyValue rather than Watermarks' direct get: it also
+// reads a bucket whose AllowDirect an operator turned off (serve turns it
+// back on when it starts). found is false when the bucket or the entry is
+// absent, deleted or purged.
+func readMarkEntry(ctx context.Context, c *Conn, bucket, key string) (m consumer.Mark, found bool, err error) {
+	kv, err := c.JS.KeyValue(ctx, bucket)
+	if errors.Is(err, js.ErrBucketNotFound) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, classify("bucket "+bucket, err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, js.ErrKeyNotFound) {
+		return m, false, nil
+	}
+	if err != nil {
+		return m, false, classify(fmt.Sprintf("get %s %s", bucket, key), err)
+	}
+	if err := json.Unmarshal(e.Value(), &m); err != nil {
+		return m, false, fmt.Errorf("%s %s: corrupt entry: %w", bucket, key, err)
+	}
+	return m, true, nil
 }

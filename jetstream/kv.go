@@ -32,9 +32,9 @@ type KVConfig struct {
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
 	r := max(c.Replicas, 1)
-	var marks, applied js.KeyValue
-	err := retryProvision(ctx, func(ctx context.Context) (err error) {
-		marks, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
+	var applied js.KeyValue
+	err := retryProvision(ctx, func(ctx context.Context) error {
+		_, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
 			Bucket:      BucketMarks,
 			Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
 			History:     1,
@@ -61,7 +61,7 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 		return nil, nil, err
 	}
 	nc := j.Conn()
-	return newWatermarks(marks, nc, BucketMarks),
+	return newWatermarks(nc, BucketMarks),
 		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
 }
 
@@ -69,23 +69,24 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 // domain: hookgate has none).
 func kvSubjectPrefix(bucket string) string { return "$KV." + bucket + "." }
 
-// Watermarks is the WATERMARKS bucket. Safe for concurrent use.
+// Watermarks is a bucket of Marks changed only by compare-and-set:
+// WATERMARKS, and HOOKGATE_LOCKS for the consumer lock. Safe for
+// concurrent use.
 //
 // Reads and writes are plain requests to the bucket's stream (what
 // KeyValue.Get and KeyValue.Create/Update send): keys are hookgate's own
 // encoded tokens, so nats.go's key validation is not needed, and its
 // decoding of the answers was most of a call's client-side cost.
 type Watermarks struct {
-	kv      js.KeyValue
 	nc      *nats.Conn
 	pre     string        // where keys are written
 	getPre  string        // where a key's last entry is read (direct get)
 	timeout time.Duration // bounds each call, besides ctx
 }
 
-func newWatermarks(kv js.KeyValue, nc *nats.Conn, bucket string) *Watermarks {
+func newWatermarks(nc *nats.Conn, bucket string) *Watermarks {
 	pre := kvSubjectPrefix(bucket)
-	return &Watermarks{kv: kv, nc: nc, pre: pre, getPre: "$JS.API.DIRECT.GET.KV_" + bucket + "." + pre, timeout: storeTimeout}
+	return &Watermarks{nc: nc, pre: pre, getPre: "$JS.API.DIRECT.GET.KV_" + bucket + "." + pre, timeout: storeTimeout}
 }
 
 // Get implements consumer.Watermarks. A mark an operator deleted (nats kv
@@ -151,15 +152,6 @@ func (w *Watermarks) Put(ctx context.Context, key string, m consumer.Mark, rev u
 func conflict(err error) bool {
 	c := apiCode(err)
 	return c == codeWrongLastSequence || c == codeWrongLastSeqConstant
-}
-
-// Count returns how many subjects have a watermark.
-func (w *Watermarks) Count(ctx context.Context) (uint64, error) {
-	st, err := w.kv.Status(ctx)
-	if err != nil {
-		return 0, err
-	}
-	return st.Values(), nil
 }
 
 // AppliedKeys is the APPLIED bucket: one entry per applied key, expiring
