@@ -41,15 +41,9 @@ type ConsumerLock struct {
 // ProvisionConsumerLock creates or updates BucketLocks and returns the lock
 // for owner (unique per process); ackWait is the durable consumer's.
 func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, owner string, ackWait time.Duration, log *slog.Logger) (*ConsumerLock, error) {
-	err := retryProvision(ctx, func(ctx context.Context) error {
-		_, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
-			Bucket:      BucketLocks,
-			Description: "hookgate: which instance applies events",
-			History:     1,
-			Storage:     js.FileStorage,
-			Replicas:    max(replicas, 1),
-		})
-		return classify("provision KV "+BucketLocks, err)
+	_, err := provisionBucket(ctx, j, replicas, js.KeyValueConfig{
+		Bucket:      BucketLocks,
+		Description: "hookgate: which instance applies events",
 	})
 	if err != nil {
 		return nil, err

@@ -31,31 +31,17 @@ type KVConfig struct {
 
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
-	r := max(c.Replicas, 1)
-	var applied js.KeyValue
-	err := retryProvision(ctx, func(ctx context.Context) error {
-		_, err := j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
-			Bucket:      BucketMarks,
-			Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
-			History:     1,
-			Storage:     js.FileStorage,
-			Replicas:    r,
-		})
-		return classify("provision KV "+BucketMarks, err)
+	_, err := provisionBucket(ctx, j, c.Replicas, js.KeyValueConfig{
+		Bucket:      BucketMarks,
+		Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	err = retryProvision(ctx, func(ctx context.Context) (err error) {
-		applied, err = j.CreateOrUpdateKeyValue(ctx, js.KeyValueConfig{
-			Bucket:      BucketApplied,
-			Description: "hookgate: keys applied within the dedup horizon",
-			History:     1,
-			TTL:         c.Horizon,
-			Storage:     js.FileStorage,
-			Replicas:    r,
-		})
-		return classify("provision KV "+BucketApplied, err)
+	applied, err := provisionBucket(ctx, j, c.Replicas, js.KeyValueConfig{
+		Bucket:      BucketApplied,
+		Description: "hookgate: keys applied within the dedup horizon",
+		TTL:         c.Horizon,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -63,6 +49,17 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 	nc := j.Conn()
 	return newWatermarks(nc, BucketMarks),
 		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
+}
+
+// provisionBucket creates or updates a file-stored bucket keeping one
+// value per key, on replicas (at least 1).
+func provisionBucket(ctx context.Context, j js.JetStream, replicas int, cfg js.KeyValueConfig) (kv js.KeyValue, err error) {
+	cfg.History, cfg.Storage, cfg.Replicas = 1, js.FileStorage, max(replicas, 1)
+	err = retryProvision(ctx, func(ctx context.Context) (err error) {
+		kv, err = j.CreateOrUpdateKeyValue(ctx, cfg)
+		return classify("provision KV "+cfg.Bucket, err)
+	})
+	return kv, err
 }
 
 // kvSubjectPrefix is where a bucket's keys are written (no JetStream
