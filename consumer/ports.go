@@ -22,6 +22,10 @@ type Mark struct {
 	// Lease, when set and not expired, reserves the subject's effects
 	// for one event of one owner.
 	Lease *Lease `json:"lease,omitempty"`
+	// Grants is, per GRANTS subject the subject's events publish to, the
+	// sequence of its last message as of the last commit (see
+	// sequenced.go). Shared with the mark cache: never changed in place.
+	Grants map[string]uint64 `json:"grants,omitempty"`
 }
 
 // Lease is a claim on a subject while an event's effects run.

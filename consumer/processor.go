@@ -58,6 +58,10 @@ type Options struct {
 	// must get them before anything newer, and a plain one is queued for
 	// redelivery at once.
 	PlainStopHandBack bool
+	// Horizon is the dedup horizon: how far back a sequenced GRANTS
+	// publish reads a GRANTS subject the mark has no sequence for (see
+	// sequenced.go). 0 = all of it.
+	Horizon time.Duration
 }
 
 // Processor applies events once, in watermark order per subject. Process
@@ -70,12 +74,15 @@ type Processor struct {
 	applied AppliedKeys
 	// memory holds the rules that remember applied keys in GRANTS
 	// rather than APPLIED, by provider (see memory.go).
-	memory  map[string]*grantsMemory
-	dlq     DeadLetters
-	audit   Auditor
-	log     *slog.Logger
-	opts    Options
-	metrics *Metrics
+	memory map[string]*grantsMemory
+	// sequenced holds the rules that publish to GRANTS conditionally on
+	// the mark's sequence, by provider (see sequenced.go).
+	sequenced map[string]*sequencedGrants
+	dlq       DeadLetters
+	audit     Auditor
+	log       *slog.Logger
+	opts      Options
+	metrics   *Metrics
 	// cache spares the read of a subject's mark when this process wrote
 	// it last (see markCache).
 	cache *markCache
@@ -124,12 +131,16 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 		o.InDoubtWait = o.LeaseTTL
 	}
 	memory := map[string]*grantsMemory{}
+	sequenced := map[string]*sequencedGrants{}
 	for name, r := range rules {
 		if gm := grantsMemoryOf(r); gm != nil {
 			memory[name] = gm
 		}
+		if sg := sequencedOf(r); sg != nil {
+			sequenced[name] = sg
+		}
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -344,6 +355,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	}
 
 	settled := false
+	var pub *grantPublish // the sequenced GRANTS publish, if the rule's is
 	if tookOver {
 		// A holder before us, for this same key, may have run the effects
 		// (and remembered the key), then stopped before committing. Then
@@ -366,13 +378,24 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		if p.crashAt(stepBeforeEffects, m.Event.Key) {
 			return crashed
 		}
-		if err := p.runEffects(ctx, m, rule); err != nil {
+		effects := rule.Effects
+		if sg := p.sequenced[ev.Provider]; sg != nil {
+			pub = &grantPublish{p: p, sg: sg, mark: &mark}
+			effects = append(slices.Clip(effects[:len(effects)-1]), pub)
+		}
+		if err := p.runEffects(ctx, m, effects); err != nil {
 			// Release the lease so newer events of the subject can apply while
-			// this one waits for its retry.
+			// this one waits for its retry. The mark keeps what a sequenced
+			// publish learned from GRANTS.
 			released := mark
 			released.Lease = nil
+			if errors.Is(err, errSuperseded) {
+				return p.superseded(ctx, m, key, released, rev, pub)
+			}
 			if _, rerr := p.putMark(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
 				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
+			} else if rerr == nil {
+				pub.recordAdopted()
 			}
 			return p.failed(ctx, m, err)
 		}
@@ -395,6 +418,11 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	lost := false
 	for {
 		next := advance(mark, ev, rule.Watermark)
+		if pub != nil && pub.seq > next.Grants[pub.subject] {
+			// Committing on top of a mark re-read below: keep our message's
+			// sequence (another holder's later one would be higher).
+			next = withGrant(next, pub.subject, pub.seq)
+		}
 		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {
 			// Someone took the subject after our lease expired and is
 			// applying now: keep their claim.
@@ -419,6 +447,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		p.log.Warn("watermark lease lost while applying; committing on top",
 			slog.String("provider", ev.Provider), slog.String("key", ev.Key), slog.String("subject", ev.Subject))
 	}
+	pub.recordAdopted()
 	if p.crashAt(stepAfterWatermark, m.Event.Key) {
 		return crashed
 	}
@@ -477,9 +506,25 @@ func (p *Processor) judge(ctx context.Context, m *Message, mark Mark) (Outcome, 
 	return p.ack(ctx, m, Outcome{Decision: Stale, Reason: reason}), true
 }
 
+// superseded settles an event whose sequenced publish found a newer event
+// of its subject in GRANTS (published by a holder that stopped before
+// committing): it is stale, and released is the mark with that event taken
+// in and the lease cleared.
+func (p *Processor) superseded(ctx context.Context, m *Message, key string, released Mark, rev uint64, pub *grantPublish) Outcome {
+	if _, err := p.putMark(ctx, key, released, rev); err != nil {
+		return p.retry(m, fmt.Errorf("commit watermark: %w", err), false)
+	}
+	pub.recordAdopted()
+	ev := m.Event
+	reason := fmt.Sprintf("occurred_at %s older than %s, an event found in GRANTS whose holder stopped before committing",
+		ev.OccurredAt.Format(time.RFC3339Nano), released.At.Format(time.RFC3339Nano))
+	p.record(ev, event.DecisionStale, reason)
+	return p.ack(ctx, m, Outcome{Decision: Stale, Reason: reason})
+}
+
 // advance is the mark after ev applied: time moves forward only.
 func advance(mark Mark, ev Event, watermark bool) Mark {
-	next := Mark{At: mark.At, Keys: mark.Keys}
+	next := Mark{At: mark.At, Keys: mark.Keys, Grants: mark.Grants}
 	if !watermark {
 		return next
 	}
@@ -524,7 +569,7 @@ const handBackDelay = time.Second
 // progress, well inside any AckWait.
 const keepAlive = 5 * time.Second
 
-func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error {
+func (p *Processor) runEffects(ctx context.Context, m *Message, effects []Effect) error {
 	// Keep the delivery alive while effects run. A timer, not a goroutine
 	// per event: almost every event finishes long before it fires. The
 	// mark is sent under mu, so none goes out after the effects ended: the
@@ -551,7 +596,7 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, rule Rule) error
 		mu.Unlock()
 		t.Stop()
 	}()
-	for _, e := range rule.Effects {
+	for _, e := range effects {
 		if err := e.Apply(ctx, m.Event); err != nil {
 			return err
 		}

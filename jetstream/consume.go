@@ -43,12 +43,22 @@ const grantPublishLimit = 20 * time.Second
 // PublishGrant implements consumer.Grants: body and Hookgate-* headers,
 // Nats-Msg-Id = key; a duplicate is success.
 func (e *Effects) PublishGrant(ctx context.Context, subject, key string, header http.Header, body []byte) (uint64, error) {
+	return e.publishGrant(ctx, subject, key, grantHeader(header), body)
+}
+
+// grantHeader is what a GRANTS message carries of an event's headers: the
+// Hookgate-* ones.
+func grantHeader(header http.Header) nats.Header {
 	h := nats.Header{}
 	for name, v := range header {
 		if strings.HasPrefix(name, event.HeaderPrefix) {
 			h[name] = v
 		}
 	}
+	return h
+}
+
+func (e *Effects) publishGrant(ctx context.Context, subject, key string, h nats.Header, body []byte) (uint64, error) {
 	// A publish that timed out may have been stored: retry it with the
 	// same Nats-Msg-Id (a duplicate then) rather than report a failure
 	// that lets newer events overtake an event already in GRANTS.

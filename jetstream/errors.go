@@ -41,6 +41,7 @@ const (
 	codeMessageExceedsMaximum  = 10054
 	codeHeaderExceedsMaximum   = 10097 // JSStreamHeaderExceedsMaximumErr: header block over 64 KiB
 	codeDuplicateInProcess     = 10158
+	codeLastSubjSeqNotReady    = 10163 // a clustered stream still applying the subject's previous message
 	codeStreamResourcesExceed  = 10047
 	codeInsufficientResources  = 10023
 	codeAccountResourcesExceed = 10002

@@ -55,6 +55,7 @@ func (e *Effects) HasGrant(ctx context.Context, subject, key string, since time.
 // msgGetRequest is JetStream's STREAM.MSG.GET request (the fields used).
 type msgGetRequest struct {
 	Seq       uint64     `json:"seq,omitempty"`
+	LastFor   string     `json:"last_by_subj,omitempty"`
 	NextFor   string     `json:"next_by_subj,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
 }

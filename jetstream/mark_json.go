@@ -2,6 +2,9 @@ package jetstream
 
 import (
 	"encoding/json"
+	"maps"
+	"slices"
+	"strconv"
 
 	"github.com/hookgate/hookgate/consumer"
 	"github.com/hookgate/hookgate/event"
@@ -46,6 +49,18 @@ func appendMarkFast(b []byte, m consumer.Mark) (_ []byte, ok bool) {
 		b = event.AppendJSONString(b, l.Key)
 		if b, ok = event.AppendJSONTime(append(b, `,"until":`...), l.Until); !ok {
 			return orig, false
+		}
+		b = append(b, '}')
+	}
+	if len(m.Grants) > 0 {
+		// In key order, as encoding/json writes a map.
+		b = append(b, `,"grants":{`...)
+		for i, s := range slices.Sorted(maps.Keys(m.Grants)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(event.AppendJSONString(b, s), ':')
+			b = strconv.AppendUint(b, m.Grants[s], 10)
 		}
 		b = append(b, '}')
 	}

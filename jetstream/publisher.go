@@ -103,7 +103,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 
 func retryable(err error) bool {
 	switch apiCode(err) {
-	case codeDuplicateInProcess:
+	case codeDuplicateInProcess, codeLastSubjSeqNotReady:
 		return true
 	case 0:
 	default:

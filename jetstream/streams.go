@@ -28,13 +28,17 @@ type Limits struct {
 // StreamsConfig is what Provision needs from the config.
 type StreamsConfig struct {
 	Replicas    int
-	Horizon     time.Duration // WEBHOOKS and GRANTS duplicate window
+	Horizon     time.Duration // WEBHOOKS duplicate window
 	DedupWindow time.Duration // DLQ duplicate window
-	MaxMsgSize  int32
-	Webhooks    Limits
-	Grants      Limits
-	DLQ         Limits
-	Audit       Limits
+	// GrantsWindow is GRANTS's duplicate window: dedup.window when every
+	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
+	// 0 means Horizon.
+	GrantsWindow time.Duration
+	MaxMsgSize   int32
+	Webhooks     Limits
+	Grants       Limits
+	DLQ          Limits
+	Audit        Limits
 }
 
 // StreamConfigs returns the desired configs of the streams, in provisioning
@@ -76,8 +80,10 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			MaxBytes:    c.Grants.MaxBytes,
 			MaxMsgSize:  c.MaxMsgSize,
 			// A repeat publish after a consumer crash, however long it
-			// lasted, must stay a duplicate: the window spans the horizon.
-			Duplicates: c.Horizon,
+			// lasted, must not be a second message: the sequenced publish
+			// refuses it (consumer's sequenced.go), else Nats-Msg-Id
+			// over a horizon-long window does.
+			Duplicates: grantsWindow(c),
 			Replicas:   r,
 		},
 		{
@@ -175,4 +181,11 @@ func sameUpdatable(have, want js.StreamConfig) bool {
 		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
 		have.Replicas == want.Replicas && have.Discard == want.Discard &&
 		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
+}
+
+func grantsWindow(c StreamsConfig) time.Duration {
+	if c.GrantsWindow <= 0 || c.GrantsWindow > c.Horizon {
+		return c.Horizon
+	}
+	return c.GrantsWindow
 }

@@ -53,6 +53,22 @@ func leaseTTL(cfg *config.Config) time.Duration {
 	return longest + 30*time.Second
 }
 
+// grantsWindow is GRANTS's duplicate window: dedup.window when every
+// provider that publishes does so the sequenced way (consumer's
+// sequenced.go: a repeat publish, however late, is refused by the
+// subject's expected sequence), else 0, the whole horizon (Nats-Msg-Id is
+// then what keeps a late repeat out). Every key a horizon-long window
+// holds costs memory on every replica and time at every restart.
+func grantsWindow(cfg *config.Config) time.Duration {
+	for _, pc := range cfg.Providers {
+		tmpl, on := pc.Effects.PublishTemplate()
+		if on && !consumer.SequencedTemplate(pc.Ordering == config.OrderingWatermark, tmpl) {
+			return 0
+		}
+	}
+	return cfg.Dedup.Window
+}
+
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()
@@ -65,6 +81,7 @@ func processorOptions(cfg *config.Config) consumer.Options {
 		// Longer than the consumer's AckWait (= LeaseTTL): a crashed
 		// holder's event is redelivered within it and settles its subject.
 		InDoubtWait: 2 * ttl,
+		Horizon:     cfg.Dedup.Horizon,
 	}
 }
 

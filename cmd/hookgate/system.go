@@ -25,14 +25,15 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 		return jetstream.Limits{MaxAge: l.MaxAge, MaxBytes: l.MaxBytes}
 	}
 	return jetstream.StreamsConfig{
-		Replicas:    cfg.NATS.Replicas,
-		Horizon:     cfg.Dedup.Horizon,
-		DedupWindow: cfg.Dedup.Window,
-		MaxMsgSize:  int32(cfg.HTTP.MaxBodyBytes + headerRoom),
-		Webhooks:    lim(cfg.Retention.Webhooks),
-		Grants:      lim(cfg.Retention.Grants),
-		DLQ:         lim(cfg.Retention.DLQ),
-		Audit:       lim(cfg.Retention.Audit),
+		Replicas:     cfg.NATS.Replicas,
+		Horizon:      cfg.Dedup.Horizon,
+		GrantsWindow: grantsWindow(cfg),
+		DedupWindow:  cfg.Dedup.Window,
+		MaxMsgSize:   int32(cfg.HTTP.MaxBodyBytes + headerRoom),
+		Webhooks:     lim(cfg.Retention.Webhooks),
+		Grants:       lim(cfg.Retention.Grants),
+		DLQ:          lim(cfg.Retention.DLQ),
+		Audit:        lim(cfg.Retention.Audit),
 	}
 }
 

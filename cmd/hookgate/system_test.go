@@ -140,3 +140,39 @@ func testSystem(t *testing.T, yaml string) *system {
 	t.Cleanup(s.Close)
 	return s
 }
+
+// GRANTS keeps a duplicate window of dedup.window when every provider that
+// publishes does so the sequenced way (watermark ordering, a template
+// naming {subject}); one that does not needs the horizon-long window.
+// WEBHOOKS keeps the horizon either way.
+func TestGrantsWindow(t *testing.T) {
+	const (
+		ordered = `a: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t" }` // watermark, default template
+		none    = `b: { signature: { scheme: stripe, secrets: [x] } }`                                             // ordering none
+		noSubj  = `c: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t", effects: { publish: "grants.{provider}.{type}" } }`
+		quiet   = `d: { signature: { scheme: stripe, secrets: [x] }, effects: { publish: "" } }` // ordering none, publishes nothing
+	)
+	for _, c := range []struct {
+		name, providers string
+		want            time.Duration
+	}{
+		{"no providers", "", 2 * time.Minute},
+		{"watermark, default template", ordered, 2 * time.Minute},
+		{"and one that does not publish", ordered + ", " + quiet, 2 * time.Minute},
+		{"and one with ordering none", ordered + ", " + none, 96 * time.Hour},
+		{"and a template without {subject}", ordered + ", " + noSubj, 96 * time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := testSystem(t, "providers: {"+c.providers+"}\n")
+			for stream, want := range map[string]time.Duration{"GRANTS": c.want, "WEBHOOKS": s.cfg.Dedup.Horizon} {
+				st, err := s.conn.JS.Stream(t.Context(), stream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := st.CachedInfo().Config.Duplicates; got != want {
+					t.Errorf("%s duplicate window %s, want %s", stream, got, want)
+				}
+			}
+		})
+	}
+}

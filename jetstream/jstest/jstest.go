@@ -33,6 +33,22 @@ type Env struct {
 // provisions everything, and stops it at cleanup.
 func Start(t testing.TB, dir string) *Env {
 	t.Helper()
+	return StartWith(t, dir, Streams())
+}
+
+// ShortGrantsWindow is Streams with the least duplicate window the server
+// allows on GRANTS (100 ms), as serve sets dedup.window there when every
+// rule publishes the sequenced way: a repeat publish a test makes later
+// than that is not caught by Nats-Msg-Id.
+func ShortGrantsWindow() jetstream.StreamsConfig {
+	c := Streams()
+	c.GrantsWindow = 100 * time.Millisecond
+	return c
+}
+
+// StartWith is Start with the streams configured by streams.
+func StartWith(t testing.TB, dir string, streams jetstream.StreamsConfig) *Env {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
@@ -57,7 +73,7 @@ func Start(t testing.TB, dir string) *Env {
 	t.Cleanup(stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := jetstream.Provision(ctx, c.JS, Streams()); err != nil {
+	if err := jetstream.Provision(ctx, c.JS, streams); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
 	env.Marks, env.Applied, err = jetstream.ProvisionKV(ctx, c.JS, jetstream.KVConfig{Replicas: 1, Horizon: time.Hour})

@@ -1,0 +1,248 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+)
+
+// Sequenced GRANTS publishes: how a watermark rule publishes each applied
+// event to GRANTS exactly once without a horizon-long duplicate window.
+//
+// A subject's events are applied one at a time (the lease), so the GRANTS
+// subject an event publishes to (rendered from a template naming
+// {subject}) only ever gets messages from its holders. The mark keeps, per
+// such GRANTS subject, the sequence of its last message as of the last
+// commit (Mark.Grants), and every publish is conditional on it
+// (Nats-Expected-Last-Subject-Sequence). The publish succeeds only when
+// nothing was published there since the mark's last commit, so this
+// event's message is not there yet. When it fails, a holder published and
+// stopped before committing (a crash, an answer lost to a timeout, a
+// failure after the publish): the messages since the mark's sequence are
+// read. This event's own message among them means it is published
+// already; any other of this subject's events found there is taken into
+// the mark as applied (it is in GRANTS), so its own redelivery finds it
+// applied instead of publishing it again, and an event it supersedes is
+// stale. Then the publish is tried again on the new sequence.
+//
+// Nothing here depends on how long ago the earlier publish was, so GRANTS
+// needs no duplicate window longer than a quick retry's (dedup.window);
+// each key in a horizon-long one costs memory on every replica and time at
+// every restart. Rules that publish elsewhere (ordering none, a template
+// without {subject}) share GRANTS subjects between subjects or have no
+// lease order; they keep Nats-Msg-Id deduplication, and with them GRANTS
+// keeps a horizon-long window (see SequencedTemplate).
+
+// ErrGrantMoved is a sequenced publish refused because the GRANTS
+// subject's last message is not the expected one.
+var ErrGrantMoved = errors.New("GRANTS subject's last message is not the expected one")
+
+// errSuperseded: a sequenced publish found a newer event of the subject in
+// GRANTS, so this one is stale and must not be published after it.
+var errSuperseded = errors.New("superseded by an event found in GRANTS")
+
+// GrantMsg is one GRANTS message as a scan reads it.
+type GrantMsg struct {
+	Seq    uint64
+	Key    string      // its Nats-Msg-Id
+	Header http.Header // its headers (the Hookgate-* ones of the event)
+}
+
+// SequencedGrants is a GRANTS store that publishes conditionally on a
+// subject's last message and can read a subject's messages in order. A
+// rule's Grants that implements it publishes the sequenced way (above).
+type SequencedGrants interface {
+	// PublishGrantAfter publishes like Grants.PublishGrant, only if the
+	// last message on subject is at sequence last (0: none); else it
+	// returns an error wrapping ErrGrantMoved and stores nothing.
+	PublishGrantAfter(ctx context.Context, subject, key string, last uint64, header http.Header, body []byte) (uint64, error)
+	// LastGrant returns the sequence of subject's last message, 0 if none.
+	LastGrant(ctx context.Context, subject string) (uint64, error)
+	// ScanGrants calls fn, in order, for subject's messages after
+	// sequence after (0: from since, or from the first when since is
+	// zero) up to sequence upTo.
+	ScanGrants(ctx context.Context, subject string, after uint64, since time.Time, upTo uint64, fn func(GrantMsg)) error
+}
+
+// SequencedTemplate reports whether a rule with this ordering and publish
+// template publishes the sequenced way (given a store that can), and so
+// needs no horizon-long duplicate window in GRANTS.
+func SequencedTemplate(watermark bool, tmpl string) bool {
+	return watermark && strings.Contains(tmpl, "{subject}")
+}
+
+// sequencedOf returns r's GRANTS publish when r publishes the sequenced
+// way, else nil.
+func sequencedOf(r Rule) *sequencedGrants {
+	if len(r.Effects) == 0 {
+		return nil
+	}
+	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	if !ok || !SequencedTemplate(r.Watermark, g.Template) {
+		return nil
+	}
+	s, ok := g.Grants.(SequencedGrants)
+	if !ok {
+		return nil
+	}
+	return &sequencedGrants{tmpl: g.Template, store: s}
+}
+
+type sequencedGrants struct {
+	tmpl  string
+	store SequencedGrants
+}
+
+// maxMarkGrants bounds Mark.Grants (a subject's events go to one GRANTS
+// subject per type). Past it the entry with the oldest sequence goes; its
+// subject's next publish then reads back a horizon (see publishSequenced).
+const maxMarkGrants = 32
+
+// maxGrantRounds bounds the publish, read, publish rounds of one event; a
+// GRANTS subject that keeps moving (holders still publishing after losing
+// their lease) is infrastructure trouble, tried again later.
+const maxGrantRounds = 8
+
+// grantPublish is the sequenced publish as the last effect of one event:
+// it reads and updates the mark the event's lease was claimed on.
+type grantPublish struct {
+	p    *Processor
+	sg   *sequencedGrants
+	mark *Mark
+	// subject and seq are the published message's, for the commit.
+	subject string
+	seq     uint64
+	// adopted are the subject's events found in GRANTS that no commit had
+	// taken into the mark: applied (their holders stopped after the
+	// publish, their last effect), recorded so once the mark commits.
+	adopted []Event
+}
+
+// adoptedReason is the AUDIT reason of an event taken into its mark from
+// GRANTS.
+const adoptedReason = "found in GRANTS: its holder published it and stopped before committing"
+
+// recordAdopted records the events g took into the mark, once that mark
+// is committed.
+func (g *grantPublish) recordAdopted() {
+	if g == nil {
+		return
+	}
+	for _, ev := range g.adopted {
+		g.p.record(ev, event.DecisionApplied, adoptedReason)
+	}
+}
+
+// Apply implements Effect.
+func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
+	subj := RenderSubject(g.sg.tmpl, ev)
+	g.subject = subj
+	last, known := g.mark.Grants[subj]
+	for range maxGrantRounds {
+		seq, err := g.sg.store.PublishGrantAfter(ctx, subj, ev.Key, last, ev.Header, ev.Body)
+		if err == nil {
+			g.seq = seq
+			*g.mark = withGrant(*g.mark, subj, seq)
+			return nil
+		}
+		if !errors.Is(err, ErrGrantMoved) {
+			return fmt.Errorf("publish %s: %w", subj, err)
+		}
+		top, err := g.sg.store.LastGrant(ctx, subj)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", subj, err)
+		}
+		// Read what was published since the mark's commit; without a
+		// sequence (a subject from before sequenced publishes, a mark an
+		// operator deleted, an entry dropped past maxMarkGrants), what the
+		// horizon still covers.
+		var since time.Time
+		after := last
+		if !known {
+			after = 0
+			if h := g.p.opts.Horizon; h > 0 {
+				since = g.p.opts.Now().Add(-h - grantsClockSlack)
+			}
+		}
+		ours := uint64(0)
+		err = g.sg.store.ScanGrants(ctx, subj, after, since, top, func(m GrantMsg) {
+			if m.Key == ev.Key {
+				ours = m.Seq
+				return
+			}
+			other, ok := grantEvent(m)
+			if !ok || LeaseKey(other) != LeaseKey(ev) {
+				return // another subject's, on a subject the template shares
+			}
+			next := advance(*g.mark, other, true)
+			next.Lease = g.mark.Lease
+			// After the mark's sequence every message is uncommitted; in a
+			// horizon's read, those the mark does not cover yet.
+			if known || !next.At.Equal(g.mark.At) || len(next.Keys) != len(g.mark.Keys) {
+				g.adopted = append(g.adopted, other)
+			}
+			*g.mark = next
+		})
+		if err != nil {
+			return fmt.Errorf("read %s: %w", subj, err)
+		}
+		*g.mark = withGrant(*g.mark, subj, top)
+		last, known = top, true
+		if ours != 0 {
+			g.seq = ours
+			return nil
+		}
+		if ev.OccurredAt.Before(g.mark.At) {
+			return errSuperseded
+		}
+	}
+	return fmt.Errorf("publish %s: %w (still moving after %d reads)", subj, ErrGrantMoved, maxGrantRounds)
+}
+
+// grantEvent reads what advance needs from a GRANTS message: key, lease
+// key fields and occurred_at. ok is false without a parseable time.
+func grantEvent(m GrantMsg) (Event, bool) {
+	h := map[string][]string(m.Header)
+	ev := Event{
+		Key:         m.Key,
+		Provider:    m.Header.Get(event.HeaderProvider),
+		Type:        event.ExtractedValue(h, event.HeaderType),
+		Account:     event.ExtractedValue(h, event.HeaderAccount),
+		Subject:     event.ExtractedValue(h, event.HeaderSubject),
+		OccurredRaw: event.ExtractedValue(h, event.HeaderOccurredAt),
+	}
+	t, err := ParseOccurredAt(ev.OccurredRaw)
+	if err != nil || ev.Key == "" || ev.Subject == "" {
+		return Event{}, false
+	}
+	ev.OccurredAt = t
+	return ev, true
+}
+
+// withGrant returns m with subject's last GRANTS sequence set to seq. The
+// map is copied: marks are shared with the cache.
+func withGrant(m Mark, subject string, seq uint64) Mark {
+	if m.Grants[subject] == seq {
+		return m
+	}
+	g := make(map[string]uint64, len(m.Grants)+1)
+	maps.Copy(g, m.Grants)
+	g[subject] = seq
+	for len(g) > maxMarkGrants {
+		oldest := ""
+		for s, q := range g {
+			if s != subject && (oldest == "" || q < g[oldest]) {
+				oldest = s
+			}
+		}
+		delete(g, oldest)
+	}
+	m.Grants = g
+	return m
+}

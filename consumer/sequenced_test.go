@@ -1,0 +1,266 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
+)
+
+// Sequenced GRANTS publishes (sequenced.go) against a real server whose
+// GRANTS duplicate window (100 ms) has long passed when the repeat comes:
+// only the expected sequence can keep it out.
+
+// lostAnswer is the real GRANTS store whose first publish of key is stored
+// and then reported failed, as an answer lost to a timeout is.
+type lostAnswer struct {
+	*jetstream.Effects
+	key  string
+	mu   sync.Mutex
+	lost bool
+}
+
+func (l *lostAnswer) PublishGrant(ctx context.Context, subject, key string, h http.Header, body []byte) (uint64, error) {
+	seq, err := l.Effects.PublishGrant(ctx, subject, key, h, body)
+	return l.lose(key, seq, err)
+}
+
+func (l *lostAnswer) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+	seq, err := l.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
+	return l.lose(key, seq, err)
+}
+
+func (l *lostAnswer) lose(key string, seq uint64, err error) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && key == l.key && !l.lost {
+		l.lost = true
+		return 0, errors.New("nats: timeout (the message was stored)")
+	}
+	return seq, err
+}
+
+// seqEnv is a real server with a 100 ms GRANTS window and a clock for
+// leases that the test moves.
+type seqEnv struct {
+	env   *jstest.Env
+	mu    sync.Mutex
+	clock time.Time
+}
+
+func newSeqEnv(t *testing.T) *seqEnv {
+	return &seqEnv{env: jstest.StartWith(t, "", jstest.ShortGrantsWindow()), clock: time.Now()}
+}
+
+func (s *seqEnv) now() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.clock }
+
+func (s *seqEnv) advance(d time.Duration) { s.mu.Lock(); defer s.mu.Unlock(); s.clock = s.clock.Add(d) }
+
+func (s *seqEnv) proc(owner string, grants consumer.Grants, audit consumer.Auditor) *consumer.Processor {
+	rules := map[string]consumer.Rule{"grants": {Watermark: true, Effects: []consumer.Effect{
+		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
+	}}}
+	return consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), audit,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), nil, consumer.Options{
+			Owner: owner, MaxDeliver: 5, Backoff: []time.Duration{time.Second}, LeaseTTL: time.Minute,
+			Horizon: time.Hour, Now: s.now,
+		})
+}
+
+// event is e as the source delivers it (headers as the gateway stores them).
+func (s *seqEnv) event(t *testing.T, e ev) consumer.Event {
+	t.Helper()
+	h := http.Header{}
+	h.Set(event.HeaderKey, e.key)
+	h.Set(event.HeaderProvider, "grants")
+	h.Set(event.HeaderAccount, "default")
+	h.Set(event.HeaderSubject, e.subject)
+	h.Set(event.HeaderOccurredAt, e.occurred)
+	h.Set(event.HeaderType, e.typ)
+	at, err := consumer.ParseOccurredAt(e.occurred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return consumer.Event{Key: e.key, Provider: "grants", Account: "default", Subject: e.subject, Type: e.typ,
+		OccurredRaw: e.occurred, OccurredAt: at, ReceivedAt: time.Now(), Header: h, Body: []byte(`{}`)}
+}
+
+func (s *seqEnv) deliver(t *testing.T, p *consumer.Processor, e ev, n int) consumer.Outcome {
+	t.Helper()
+	return p.Process(t.Context(), &consumer.Message{Event: s.event(t, e), Deliveries: n, Delivery: nopDelivery{}})
+}
+
+// windowPassed waits until GRANTS's duplicate window forgot every id
+// stored before the call: a canary id stored now is forgotten after them
+// (the server drops ids in the order it stored them), and while it is
+// held a repeat of it is answered duplicate with its first sequence.
+func (s *seqEnv) windowPassed(t *testing.T) {
+	t.Helper()
+	fx := jetstream.NewEffects(s.env.Conn)
+	canary := fmt.Sprintf("canary-%d", time.Now().UnixNano())
+	first, err := fx.PublishGrant(t.Context(), "grants.probe", canary, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the duplicate window to pass", func() bool {
+		seq, err := fx.PublishGrant(t.Context(), "grants.probe", canary, nil, nil)
+		return err == nil && seq != first
+	})
+}
+
+// applied lists GRANTS's messages of the test's subjects as "subject key".
+func (s *seqEnv) applied(t *testing.T) []string {
+	var out []string
+	for _, g := range grants(t, s.env) {
+		if !strings.HasPrefix(g, "grants.probe") {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// A publish whose answer was lost (stored, reported failed) is retried
+// after the window: the retry finds the message instead of storing a
+// second one.
+func TestSequencedLostAnswerRetriedAfterTheWindow(t *testing.T) {
+	s := newSeqEnv(t)
+	grants := &lostAnswer{Effects: jetstream.NewEffects(s.env.Conn), key: "k1"}
+	p := s.proc("a", grants, &auditLog{})
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	if out := s.deliver(t, p, k1, 1); out.Decision != consumer.Retry {
+		t.Fatalf("first attempt: %+v, want retry (the answer was lost)", out)
+	}
+	s.windowPassed(t)
+	if out := s.deliver(t, p, k1, 2); out.Decision != consumer.Applied {
+		t.Fatalf("retry: %+v, want applied", out)
+	}
+	if got := s.applied(t); strings.Join(got, ",") != "grants.grants.G-1.a k1" {
+		t.Fatalf("GRANTS = %v, want k1 once", got)
+	}
+	if m := mark(t, s.env, "G-1"); m.Lease != nil || len(m.Grants) != 1 {
+		t.Fatalf("mark %+v: want no lease and k1's sequence", m)
+	}
+}
+
+// A holder publishes k2 and stops before committing. After its lease and
+// the in-doubt wait, an older event of the subject comes first: it finds
+// k2 in GRANTS and is stale (not published after a newer one), k2's mark
+// is committed, and k2's redelivery, long after the window, is
+// already-applied, not published twice.
+func TestSequencedInDoubtEventTakenIntoTheMark(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	audit := &auditLog{}
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	k4 := ev{"k4", "G-1", "2026-11-30T10:30:00Z", "a"}
+	k6 := ev{"k6", "G-1", "2026-11-30T12:00:00Z", "a"}
+
+	a := s.proc("a", fx, audit)
+	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1: %+v", out)
+	}
+	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
+	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
+		t.Fatalf("k2: %+v, want crashed after its effects", out)
+	}
+	s.windowPassed(t)
+	s.advance(time.Hour) // past the lease and the in-doubt wait
+
+	b := s.proc("b", fx, audit)
+	out := s.deliver(t, b, k4, 1)
+	if out.Decision != consumer.Stale || !strings.Contains(out.Reason, "found in GRANTS") {
+		t.Fatalf("k4 after the in-doubt k2: %+v, want stale (k2 found in GRANTS)", out)
+	}
+	m := mark(t, s.env, "G-1")
+	if m.Lease != nil || !m.At.Equal(at(11)) || strings.Join(m.Keys, ",") != "k2" {
+		t.Fatalf("mark after k4: %+v, want k2's, no lease", m)
+	}
+	if n := audit.count("applied"); n != 2 {
+		t.Fatalf("applied records after k4: %d, want 2 (k1, then k2 taken from GRANTS)", n)
+	}
+	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k2's redelivery: %+v, want already-applied", out)
+	}
+	if out := s.deliver(t, b, k6, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k6: %+v, want applied", out)
+	}
+	want := "grants.grants.G-1.a k1,grants.grants.G-1.a k2,grants.grants.G-1.a k6"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+}
+
+// The same in-doubt k2, then a newer event first: k2 is taken into the
+// mark, the newer one publishes after it, and k2's redelivery is
+// already-applied (the applied-key lookup in GRANTS answered this one
+// before sequenced publishes too).
+func TestSequencedNewerEventAfterInDoubtOne(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	k6 := ev{"k6", "G-1", "2026-11-30T12:00:00Z", "a"}
+	a := s.proc("a", fx, &auditLog{})
+	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
+	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
+		t.Fatalf("k2: %+v, want crashed after its effects", out)
+	}
+	s.windowPassed(t)
+	s.advance(time.Hour)
+	b := s.proc("b", fx, &auditLog{})
+	if out := s.deliver(t, b, k6, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k6: %+v, want applied", out)
+	}
+	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k2's redelivery: %+v, want already-applied", out)
+	}
+	want := "grants.grants.G-1.a k2,grants.grants.G-1.a k6"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+}
+
+// An operator deletes a subject's mark (its GRANTS sequences with it). A
+// redelivery of an event already in GRANTS, after the window, reads the
+// subject back a horizon and is not published again; the next event
+// publishes after it.
+func TestSequencedAfterTheMarkWasDeleted(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	p := s.proc("a", fx, &auditLog{})
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	if out := s.deliver(t, p, k1, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1: %+v", out)
+	}
+	kv, err := s.env.Conn.JS.KeyValue(t.Context(), jetstream.BucketMarks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(t.Context(), "grants.default.G-1"); err != nil {
+		t.Fatal(err)
+	}
+	s.windowPassed(t)
+	q := s.proc("b", fx, &auditLog{}) // no cached mark
+	if out := s.deliver(t, q, k1, 2); out.Decision != consumer.Applied {
+		t.Fatalf("k1's redelivery: %+v, want applied (found in GRANTS, the mark rebuilt)", out)
+	}
+	if out := s.deliver(t, q, k2, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k2: %+v, want applied", out)
+	}
+	want := "grants.grants.G-1.a k1,grants.grants.G-1.a k2"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+}
