@@ -26,9 +26,13 @@ import (
 // (file store, 96 h duplicate window, so every id stays in the server's
 // dedup map), baseline RSS, N publishes with Nats-Msg-Id, then RSS again
 // once the file store's block caches have expired. Then a GRANTS-like
-// stream with the same 96 h window gets the same ids: hookgate's consumer
-// publishes every applied event to GRANTS with Nats-Msg-Id = key, and
-// GRANTS keeps a horizon-long window too, so an applied key costs both.
+// stream gets the ids a steady rate leaves in its window: hookgate's
+// consumer publishes every applied event to GRANTS with Nats-Msg-Id = key,
+// and GRANTS keeps a duplicate window of grantsWindow (dedup.window, 2 m,
+// where every provider publishes the sequenced way, as the default
+// config's do) out of the 96 h horizon, so at a steady rate it holds
+// 1/2880 of the tracked keys. (GRANTS's older messages cost disk, not
+// memory; a restart re-reads only the window's.)
 // Optionally an APPLIED-like KV bucket (one subject per key, TTL =
 // horizon) is filled the same way: providers that remember applied keys
 // there (ordering none, and the like) pay that too.
@@ -39,7 +43,11 @@ const (
 	// keysGrants is the GRANTS-like stream.
 	keysGrants        = "GRANTSBENCH"
 	keysGrantsSubject = "grants.bench.G-1-1.grant=2Eupdated"
-	keysBucket        = "APPLIEDBENCH"
+	// grantsWindow is GRANTS's duplicate window with serve's defaults
+	// (cmd/hookgate's grantsWindow), keysHorizon the horizon.
+	grantsWindow = 2 * time.Minute
+	keysHorizon  = 96 * time.Hour
+	keysBucket   = "APPLIEDBENCH"
 	// KeysResultPrefix starts the one stdout line a keys child answers with.
 	KeysResultPrefix = "keys-result: "
 	// KeysReadyLine is what the restart child prints the moment the old id
@@ -78,7 +86,9 @@ type KeysFill struct {
 	HeapPerKey  float64 `json:"heap_bytes_per_key"`
 	DiskBytes   int64   `json:"disk_bytes"`
 	StreamMsgs  uint64  `json:"stream_msgs"`
-	// GRANTS-like window: RSS after it was filled too, and its share.
+	// GRANTS-like window: the ids a steady rate leaves in it (N x 2 m /
+	// 96 h), RSS after it was filled too, and its share per tracked key.
+	GrantsN       int     `json:"grants_n"`
 	GrantsRSS     int64   `json:"grants_rss_after"`
 	GrantsPerKey  float64 `json:"grants_rss_bytes_per_key"`
 	GrantsHeap    float64 `json:"grants_heap_bytes_per_key"`
@@ -137,7 +147,7 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 		return err
 	}
 	gc := FloorStream(4 << 20)
-	gc.Name, gc.Subjects, gc.MaxBytes = keysGrants, []string{"grants.>"}, -1
+	gc.Name, gc.Subjects, gc.MaxBytes, gc.Duplicates = keysGrants, []string{"grants.>"}, -1, grantsWindow
 	if _, err := j.CreateStream(ctx, gc); err != nil {
 		return err
 	}
@@ -199,7 +209,8 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.BytesPerKey = float64(res.RSSAfter-res.RSSBase) / float64(o.N)
 	res.HeapPerKey = (float64(res.HeapAfter) - float64(res.HeapBase)) / float64(o.N)
 	res.DiskBytes = dirSize(filepath.Join(o.Dir, "jetstream"))
-	err = fill("GRANTS ids", o.N, func(i int) *nats.Msg {
+	res.GrantsN = max(1, int(int64(o.N)*int64(grantsWindow)/int64(keysHorizon)))
+	err = fill("GRANTS ids", res.GrantsN, func(i int) *nats.Msg {
 		return &nats.Msg{Subject: keysGrantsSubject, Header: keysHeaders(KeyID(i)), Data: body}
 	}, func(i int) []js.PublishOpt { return []js.PublishOpt{js.WithMsgID(KeyID(i))} })
 	if err != nil {
