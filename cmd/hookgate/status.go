@@ -256,7 +256,7 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		fmt.Fprintf(w, "hookgate status at %s, read through nats.url\n\n", stamp(st.At))
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tMESSAGES\tSIZE\tFIRST\tLAST\tMAX AGE\tMAX SIZE\tDISK USE")
+	fmt.Fprintln(tw, "STREAM\tMESSAGES\tSIZE\tFIRST\tLAST\tMAX AGE\tMAX SIZE\tDISK USE\tDUP WINDOW")
 	for _, s := range st.Streams {
 		if !s.Exists {
 			fmt.Fprintf(tw, "%s\tmissing\n", s.Name)
@@ -266,8 +266,8 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		if pct, ok := s.DiskUse(); ok {
 			use = fmt.Sprintf("%.1f%%", pct)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Messages, humanBytes(s.Bytes), stamp(s.FirstTime), stamp(s.LastTime),
-			shortDuration(s.MaxAge), limitBytes(s.MaxBytes), use)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Messages, humanBytes(s.Bytes), stamp(s.FirstTime), stamp(s.LastTime),
+			shortDuration(s.MaxAge), limitBytes(s.MaxBytes), use, shortDuration(s.Duplicates))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
