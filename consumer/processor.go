@@ -397,6 +397,9 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			} else if rerr == nil {
 				pub.recordAdopted()
 			}
+			if errors.Is(err, errGrantsMoving) {
+				return p.retry(m, err, false) // not the event's fault
+			}
 			return p.failed(ctx, m, err)
 		}
 
@@ -418,10 +421,14 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	lost := false
 	for {
 		next := advance(mark, ev, rule.Watermark)
-		if pub != nil && pub.seq > next.Grants[pub.subject] {
-			// Committing on top of a mark re-read below: keep our message's
-			// sequence (another holder's later one would be higher).
-			next = withGrant(next, pub.subject, pub.seq)
+		if lost && pub != nil {
+			// Committing on top of a mark re-read below: keep every event
+			// our publish read in GRANTS, and our message's sequence (another
+			// holder's later one would be higher), or a later event would
+			// publish after them without knowing them.
+			if next = pub.fold(next); pub.seq > next.Grants[pub.subject] {
+				next = withGrant(next, pub.subject, pub.seq)
+			}
 		}
 		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {
 			// Someone took the subject after our lease expired and is

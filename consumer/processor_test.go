@@ -80,7 +80,7 @@ type runner struct {
 func newProcessor(env *jstest.Env, owner string, watermark bool, audit consumer.Auditor, extra ...consumer.Effect) *consumer.Processor {
 	fx := jetstream.NewEffects(env.Conn)
 	effects := append(extra, consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: fx})
-	rules := map[string]consumer.Rule{"grants": {Watermark: watermark, Effects: effects}}
+	rules := map[string]consumer.Rule{"grants": {Watermark: watermark, OneAccount: true, Effects: effects}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	return consumer.NewProcessor(rules, env.Marks, env.Applied, fx, audit, log, nil, consumer.Options{
 		Owner: owner, MaxDeliver: 3, Backoff: []time.Duration{50 * time.Millisecond}, LeaseTTL: time.Second,

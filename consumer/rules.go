@@ -15,6 +15,10 @@ type Rule struct {
 	// Watermark: apply only events newer than the subject's watermark
 	// (or equal with an unseen key). Otherwise every distinct key applies.
 	Watermark bool
+	// OneAccount: every event of the rule has the same account (the
+	// config takes it from no header and no JSON field). See
+	// SequencedTemplate.
+	OneAccount bool
 	// Effects run in order (forward first); all must succeed.
 	Effects []Effect
 }

@@ -72,9 +72,15 @@ type SequencedGrants interface {
 
 // SequencedTemplate reports whether a rule with this ordering and publish
 // template publishes the sequenced way (given a store that can), and so
-// needs no horizon-long duplicate window in GRANTS.
-func SequencedTemplate(watermark bool, tmpl string) bool {
-	return watermark && strings.Contains(tmpl, "{subject}")
+// needs no horizon-long duplicate window in GRANTS: watermark ordering,
+// and a template that gives each of the provider's subjects GRANTS
+// subjects of their own ({provider} and {subject}, and {account} unless
+// every event has the same account). A GRANTS subject shared with other
+// subjects would move under a subject's expected sequence with every
+// publish of theirs, and each refusal reads their messages.
+func SequencedTemplate(watermark, oneAccount bool, tmpl string) bool {
+	return watermark && strings.Contains(tmpl, "{provider}") && strings.Contains(tmpl, "{subject}") &&
+		(oneAccount || strings.Contains(tmpl, "{account}"))
 }
 
 // sequencedOf returns r's GRANTS publish when r publishes the sequenced
@@ -84,7 +90,7 @@ func sequencedOf(r Rule) *sequencedGrants {
 		return nil
 	}
 	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
-	if !ok || !SequencedTemplate(r.Watermark, g.Template) {
+	if !ok || !SequencedTemplate(r.Watermark, r.OneAccount, g.Template) {
 		return nil
 	}
 	s, ok := g.Grants.(SequencedGrants)
@@ -100,14 +106,20 @@ type sequencedGrants struct {
 }
 
 // maxMarkGrants bounds Mark.Grants (a subject's events go to one GRANTS
-// subject per type). Past it the entry with the oldest sequence goes; its
-// subject's next publish then reads back a horizon (see publishSequenced).
-const maxMarkGrants = 32
+// subject per type). Past it the entry with the oldest sequence goes; the
+// next publish to that GRANTS subject then reads back a horizon of it
+// (see grantPublish.Apply), and a subject that keeps cycling through more
+// types than this pays that read on most events.
+const maxMarkGrants = 64
 
 // maxGrantRounds bounds the publish, read, publish rounds of one event; a
 // GRANTS subject that keeps moving (holders still publishing after losing
-// their lease) is infrastructure trouble, tried again later.
+// their lease) is infrastructure trouble (errGrantsMoving), tried again
+// later without counting as an attempt.
 const maxGrantRounds = 8
+
+// errGrantsMoving: a sequenced publish was refused maxGrantRounds times.
+var errGrantsMoving = errors.New("GRANTS subject kept moving")
 
 // grantPublish is the sequenced publish as the last effect of one event:
 // it reads and updates the mark the event's lease was claimed on.
@@ -118,10 +130,27 @@ type grantPublish struct {
 	// subject and seq are the published message's, for the commit.
 	subject string
 	seq     uint64
-	// adopted are the subject's events found in GRANTS that no commit had
-	// taken into the mark: applied (their holders stopped after the
-	// publish, their last effect), recorded so once the mark commits.
+	// found are the subject's events read from GRANTS (other than this
+	// one), all taken into the mark: a commit on top of a mark read again
+	// takes them in again (see Processor.applyLeased).
+	found []Event
+	// adopted are those of found that no commit had taken into the mark
+	// yet: applied (their holders stopped after the publish, their last
+	// effect), recorded so once the mark commits.
 	adopted []Event
+}
+
+// fold takes the events g found in GRANTS into m.
+func (g *grantPublish) fold(m Mark) Mark {
+	if g == nil {
+		return m
+	}
+	for _, ev := range g.found {
+		next := advance(m, ev, true)
+		next.Lease = m.Lease
+		m = next
+	}
+	return m
 }
 
 // adoptedReason is the AUDIT reason of an event taken into its mark from
@@ -182,9 +211,12 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			}
 			next := advance(*g.mark, other, true)
 			next.Lease = g.mark.Lease
-			// After the mark's sequence every message is uncommitted; in a
-			// horizon's read, those the mark does not cover yet.
-			if known || !next.At.Equal(g.mark.At) || len(next.Keys) != len(g.mark.Keys) {
+			g.found = append(g.found, other)
+			// Recorded when it moves the mark, and read after the mark's
+			// sequence (a horizon's read finds committed events too). A
+			// settled takeover commits without its sequence, so its event
+			// is read again here, already in the mark.
+			if known && (!next.At.Equal(g.mark.At) || len(next.Keys) != len(g.mark.Keys)) {
 				g.adopted = append(g.adopted, other)
 			}
 			*g.mark = next
@@ -202,7 +234,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			return errSuperseded
 		}
 	}
-	return fmt.Errorf("publish %s: %w (still moving after %d reads)", subj, ErrGrantMoved, maxGrantRounds)
+	return fmt.Errorf("publish %s: %w (refused %d times)", subj, errGrantsMoving, maxGrantRounds)
 }
 
 // grantEvent reads what advance needs from a GRANTS message: key, lease

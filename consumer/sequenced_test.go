@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,7 @@ func (s *seqEnv) now() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.cl
 func (s *seqEnv) advance(d time.Duration) { s.mu.Lock(); defer s.mu.Unlock(); s.clock = s.clock.Add(d) }
 
 func (s *seqEnv) proc(owner string, grants consumer.Grants, audit consumer.Auditor) *consumer.Processor {
-	rules := map[string]consumer.Rule{"grants": {Watermark: true, Effects: []consumer.Effect{
+	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
 		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
 	}}}
 	return consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), audit,
@@ -262,5 +263,149 @@ func TestSequencedAfterTheMarkWasDeleted(t *testing.T) {
 	want := "grants.grants.G-1.a k1,grants.grants.G-1.a k2"
 	if got := s.applied(t); strings.Join(got, ",") != want {
 		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+}
+
+// afterPublish runs hook after each successful PublishGrantAfter.
+type afterPublish struct {
+	*jetstream.Effects
+	hook func(key string)
+}
+
+func (a *afterPublish) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+	seq, err := a.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
+	if err == nil && a.hook != nil {
+		a.hook(key)
+	}
+	return seq, err
+}
+
+// A holder whose commit conflicts (it stalled past its lease and another
+// instance moved the mark) commits on top of the mark it reads again. It
+// must keep the events its publish found in GRANTS, not only its own
+// sequence: else an event of the same instant found there (k2, published
+// by a holder that crashed) is neither in the mark's keys nor after its
+// sequence, and its redelivery publishes it again. (Found in review: a
+// second k2 once the applied-key lookup in GRANTS misses it.)
+func TestSequencedCommitOnTopKeepsWhatItFound(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	k3 := ev{"k3", "G-1", "2026-11-30T11:00:00Z", "a"} // the same instant as k2
+	k5 := ev{"k5", "G-1", "2026-11-30T10:30:00Z", "a"}
+	a := s.proc("a", fx, &auditLog{})
+	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1: %+v", out)
+	}
+	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
+	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
+		t.Fatalf("k2: %+v", out)
+	}
+	s.advance(3 * time.Minute) // past a's lease and the in-doubt wait
+
+	// c: another instance whose forward fails for k5; it claims the
+	// subject while b stalls, and releases it.
+	failing := consumer.EffectFunc(func(_ context.Context, e consumer.Event) error { return fmt.Errorf("forward %s: 503", e.Key) })
+	c := consumer.NewProcessor(map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
+		failing, consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: fx},
+	}}}, s.env.Marks, s.env.Applied, fx, &auditLog{}, slog.New(slog.DiscardHandler), nil, consumer.Options{
+		Owner: "c", MaxDeliver: 5, LeaseTTL: time.Minute, Horizon: time.Hour, Now: s.now,
+	})
+	bStore := &afterPublish{Effects: fx}
+	bStore.hook = func(key string) {
+		if key != "k3" {
+			return
+		}
+		bStore.hook = nil
+		s.advance(3 * time.Minute) // b stalled past its lease
+		if out := s.deliver(t, c, k5, 1); out.Decision != consumer.Retry {
+			t.Errorf("k5 at c: %+v, want retry (its forward failed)", out)
+		}
+	}
+	b := s.proc("b", bStore, &auditLog{})
+	if out := s.deliver(t, b, k3, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k3: %+v", out)
+	}
+	m := mark(t, s.env, "G-1")
+	if keys := strings.Join(slices.Sorted(slices.Values(m.Keys)), ","); !m.At.Equal(at(11)) || keys != "k2,k3" {
+		t.Fatalf("mark after b's commit on top: %s %v, want 11:00 [k2 k3] (k2 found in GRANTS)", m.At.Format(time.RFC3339), m.Keys)
+	}
+	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k2's redelivery: %+v, want already-applied", out)
+	}
+	want := "grants.grants.G-1.a k1,grants.grants.G-1.a k2,grants.grants.G-1.a k3"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+}
+
+// meddling is the real store with another provider's messages published
+// on the event's GRANTS subject before each of the first n publishes, so
+// each is refused (a template collision; a holder that lost its lease).
+type meddling struct {
+	*jetstream.Effects
+	n int
+}
+
+func (m *meddling) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+	if m.n > 0 {
+		m.n--
+		o := http.Header{}
+		o.Set(event.HeaderProvider, "other")
+		if _, err := m.Effects.PublishGrant(ctx, subject, fmt.Sprintf("other-%d", m.n), o, nil); err != nil {
+			return 0, err
+		}
+	}
+	return m.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
+}
+
+// A GRANTS subject that keeps moving under a publish is not the event's
+// fault: after the rounds run out the event is retried without counting
+// an attempt (with max_deliver 1 a counted one would dead-letter it), and
+// the other provider's messages there are not taken into the mark.
+func TestSequencedRoundsRunOutRetryUncounted(t *testing.T) {
+	s := newSeqEnv(t)
+	grants := &meddling{Effects: jetstream.NewEffects(s.env.Conn), n: 10}
+	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
+		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
+	}}}
+	p := consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), &auditLog{},
+		slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "a", MaxDeliver: 1, LeaseTTL: time.Minute, Horizon: time.Hour, Now: s.now})
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	if out := s.deliver(t, p, k1, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1 under a moving GRANTS subject: %+v, want applied (retried in place, not dead-lettered)", out)
+	}
+	if m := mark(t, s.env, "G-1"); !m.At.Equal(at(10)) || strings.Join(m.Keys, ",") != "k1" {
+		t.Fatalf("mark %+v, want k1's only", m)
+	}
+}
+
+// A takeover settles its own event without publishing it again and
+// without learning its sequence; the next event's publish reads it in
+// GRANTS. It is in the mark already: AUDIT records it applied once.
+func TestSequencedSettledTakeoverRecordedOnce(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	audit := &auditLog{}
+	a := s.proc("a", fx, audit)
+	if out := s.deliver(t, a, ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1: %+v", out)
+	}
+	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
+		t.Fatalf("k2: %+v", out)
+	}
+	s.advance(2 * time.Minute) // past the lease
+	b := s.proc("b", fx, audit)
+	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.Applied {
+		t.Fatalf("k2's redelivery: %+v, want applied (settled by the takeover)", out)
+	}
+	if out := s.deliver(t, b, ev{"k3", "G-1", "2026-11-30T12:00:00Z", "a"}, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k3: %+v", out)
+	}
+	if n := audit.count("applied"); n != 3 {
+		t.Fatalf("applied records: %d, want 3 (k1, k2, k3 once each)", n)
 	}
 }

@@ -63,7 +63,7 @@ func benchmarkDrain(b *testing.B, workers, subjects int) {
 	}
 	reg := prometheus.NewRegistry()
 	fx := jetstream.NewEffects(env.Conn)
-	rules := map[string]consumer.Rule{"bench": {Watermark: true, Effects: []consumer.Effect{consumer.GrantsEffect{Template: config.DefaultPublish, Grants: fx}}}}
+	rules := map[string]consumer.Rule{"bench": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{consumer.GrantsEffect{Template: config.DefaultPublish, Grants: fx}}}}
 	proc := consumer.NewProcessor(rules, env.Marks, env.Applied, fx, discardAudit{}, slog.New(slog.NewTextHandler(io.Discard, nil)), consumer.NewMetrics(reg), consumer.Options{
 		Owner: "bench", MaxDeliver: 8, Backoff: []time.Duration{time.Second}, LeaseTTL: 40 * time.Second, InDoubtWait: 80 * time.Second,
 	})

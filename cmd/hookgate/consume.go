@@ -38,7 +38,7 @@ func consumerRules(cfg *config.Config, grants consumer.Grants, fm *consumer.Forw
 		if tmpl, on := pc.Effects.PublishTemplate(); on {
 			effects = append(effects, consumer.GrantsEffect{Template: tmpl, Grants: grants})
 		}
-		rules[name] = consumer.Rule{Watermark: pc.Ordering == config.OrderingWatermark, Effects: effects}
+		rules[name] = consumer.Rule{Watermark: pc.Ordering == config.OrderingWatermark, OneAccount: oneAccount(pc.Account), Effects: effects}
 	}
 	return rules, nil
 }
@@ -62,12 +62,16 @@ func leaseTTL(cfg *config.Config) time.Duration {
 func grantsWindow(cfg *config.Config) time.Duration {
 	for _, pc := range cfg.Providers {
 		tmpl, on := pc.Effects.PublishTemplate()
-		if on && !consumer.SequencedTemplate(pc.Ordering == config.OrderingWatermark, tmpl) {
+		if on && !consumer.SequencedTemplate(pc.Ordering == config.OrderingWatermark, oneAccount(pc.Account), tmpl) {
 			return 0
 		}
 	}
 	return cfg.Dedup.Window
 }
+
+// oneAccount: the provider takes its account from no header and no JSON
+// field, so every event has account.value.
+func oneAccount(a config.Account) bool { return a.Header == "" && a.JSON == "" }
 
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {

@@ -143,7 +143,8 @@ func testSystem(t *testing.T, yaml string) *system {
 
 // GRANTS keeps a duplicate window of dedup.window when every provider that
 // publishes does so the sequenced way (watermark ordering, a template
-// naming {subject}); one that does not needs the horizon-long window.
+// naming {provider}, {subject}, and {account} unless the account is a
+// constant); one that does not needs the horizon-long window.
 // WEBHOOKS keeps the horizon either way.
 func TestGrantsWindow(t *testing.T) {
 	const (
@@ -151,6 +152,10 @@ func TestGrantsWindow(t *testing.T) {
 		none    = `b: { signature: { scheme: stripe, secrets: [x] } }`                                             // ordering none
 		noSubj  = `c: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t", effects: { publish: "grants.{provider}.{type}" } }`
 		quiet   = `d: { signature: { scheme: stripe, secrets: [x] }, effects: { publish: "" } }` // ordering none, publishes nothing
+		// Accounts from a header: the default template (no {account})
+		// shares a GRANTS subject between accounts with one subject value.
+		accounts   = `e: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t", account: { header: X-Shop } }`
+		perAccount = `f: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t", account: { header: X-Shop }, effects: { publish: "grants.{provider}.{account}.{subject}.{type}" } }`
 	)
 	for _, c := range []struct {
 		name, providers string
@@ -161,6 +166,8 @@ func TestGrantsWindow(t *testing.T) {
 		{"and one that does not publish", ordered + ", " + quiet, 2 * time.Minute},
 		{"and one with ordering none", ordered + ", " + none, 96 * time.Hour},
 		{"and a template without {subject}", ordered + ", " + noSubj, 96 * time.Hour},
+		{"accounts from a header, default template", ordered + ", " + accounts, 96 * time.Hour},
+		{"accounts from a header, a template with {account}", ordered + ", " + perAccount, 2 * time.Minute},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := testSystem(t, "providers: {"+c.providers+"}\n")
