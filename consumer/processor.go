@@ -420,15 +420,19 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	}
 	lost := false
 	for {
-		next := advance(mark, ev, rule.Watermark)
+		base := mark
 		if lost && pub != nil {
 			// Committing on top of a mark re-read below: keep every event
-			// our publish read in GRANTS, and our message's sequence (another
-			// holder's later one would be higher), or a later event would
-			// publish after them without knowing them.
-			if next = pub.fold(next); pub.seq > next.Grants[pub.subject] {
-				next = withGrant(next, pub.subject, pub.seq)
-			}
+			// our publish read in GRANTS (taken in before ours, as they were
+			// when we published), or a later event would publish after
+			// them without knowing them.
+			base = pub.fold(base)
+		}
+		next := advance(base, ev, rule.Watermark)
+		if lost && pub != nil && pub.seq > next.Grants[pub.subject] {
+			// Our message's sequence (another holder's later one would be
+			// higher).
+			next = withGrant(next, pub.subject, pub.seq)
 		}
 		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {
 			// Someone took the subject after our lease expired and is

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -140,17 +141,26 @@ type grantPublish struct {
 	adopted []Event
 }
 
-// fold takes the events g found in GRANTS into m.
+// fold takes the events g found in GRANTS into m, a mark read again after
+// the lease was lost. Of the events g would record applied, it keeps those
+// that move m: another holder may have found and recorded the rest.
 func (g *grantPublish) fold(m Mark) Mark {
-	if g == nil {
-		return m
-	}
+	var still []Event
 	for _, ev := range g.found {
 		next := advance(m, ev, true)
 		next.Lease = m.Lease
+		if moved(m, next) && slices.ContainsFunc(g.adopted, func(a Event) bool { return a.Key == ev.Key }) {
+			still = append(still, ev)
+		}
 		m = next
 	}
+	g.adopted = still
 	return m
+}
+
+// moved reports whether advance changed the mark.
+func moved(before, after Mark) bool {
+	return !after.At.Equal(before.At) || len(after.Keys) != len(before.Keys)
 }
 
 // adoptedReason is the AUDIT reason of an event taken into its mark from
@@ -216,7 +226,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			// sequence (a horizon's read finds committed events too). A
 			// settled takeover commits without its sequence, so its event
 			// is read again here, already in the mark.
-			if known && (!next.At.Equal(g.mark.At) || len(next.Keys) != len(g.mark.Keys)) {
+			if known && moved(*g.mark, next) {
 				g.adopted = append(g.adopted, other)
 			}
 			*g.mark = next

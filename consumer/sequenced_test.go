@@ -409,3 +409,63 @@ func TestSequencedSettledTakeoverRecordedOnce(t *testing.T) {
 		t.Fatalf("applied records: %d, want 3 (k1, k2, k3 once each)", n)
 	}
 }
+
+// k2's holder crashed after publishing. b applies k3: its publish is
+// refused, it finds k2, publishes k3, then stalls past its lease. c
+// applies k5: refused too (b never committed a sequence), it finds k2 and
+// k3 and records both applied. b then commits on top: it must not record
+// k2 again. (Found in review: 6 applied records for 4 events.) k3 is
+// recorded twice, by c and by b itself: two holders of one event, as when
+// a lease is lost without sequenced publishes; b cannot tell that c
+// recorded it.
+func TestSequencedFoundWhileLeaseLostRecordedOnce(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	audit := &auditLog{}
+	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
+	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
+	k3 := ev{"k3", "G-1", "2026-11-30T12:00:00Z", "a"}
+	k5 := ev{"k5", "G-1", "2026-11-30T12:30:00Z", "a"}
+	a := s.proc("a", fx, audit)
+	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k1: %+v", out)
+	}
+	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
+	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
+		t.Fatalf("k2: %+v", out)
+	}
+	s.advance(3 * time.Minute) // past a's lease and the in-doubt wait
+
+	c := s.proc("c", fx, audit)
+	bStore := &afterPublish{Effects: fx}
+	bStore.hook = func(key string) {
+		if key != "k3" {
+			return
+		}
+		bStore.hook = nil
+		s.advance(3 * time.Minute) // b stalled past its lease and the in-doubt wait
+		if out := s.deliver(t, c, k5, 1); out.Decision != consumer.Applied {
+			t.Errorf("k5 at c: %+v, want applied", out)
+		}
+	}
+	b := s.proc("b", bStore, audit)
+	if out := s.deliver(t, b, k3, 1); out.Decision != consumer.Applied {
+		t.Fatalf("k3: %+v", out)
+	}
+	if out := s.deliver(t, c, k2, 2); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k2's redelivery: %+v, want already-applied", out)
+	}
+	want := "grants.grants.G-1.a k1,grants.grants.G-1.a k2,grants.grants.G-1.a k3,grants.grants.G-1.a k5"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+	audit.mu.Lock()
+	var recs []string
+	for _, r := range audit.recs {
+		recs = append(recs, r.Decision+":"+r.Key)
+	}
+	audit.mu.Unlock()
+	if got := strings.Join(recs, " "); got != "applied:k1 applied:k2 applied:k3 applied:k5 applied:k3" {
+		t.Fatalf("AUDIT: %s; want k1, k2 and k5 applied once, k3 by c and by b", got)
+	}
+}

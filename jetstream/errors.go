@@ -36,12 +36,11 @@ var (
 // jetstream_errors_generated.go).
 const (
 	codeWrongLastSequence      = 10071
-	codeWrongLastSeqConstant   = 10164
+	codeWrongLastSeqConstant   = 10164 // a clustered stream: the subject has a write in flight (not a mismatch)
 	codeStreamStoreFailed      = 10077 // "maximum messages/bytes exceeded" surfaces through this on DiscardNew
 	codeMessageExceedsMaximum  = 10054
 	codeHeaderExceedsMaximum   = 10097 // JSStreamHeaderExceedsMaximumErr: header block over 64 KiB
 	codeDuplicateInProcess     = 10158
-	codeLastSubjSeqNotReady    = 10163 // a clustered stream still applying the subject's previous message
 	codeStreamResourcesExceed  = 10047
 	codeInsufficientResources  = 10023
 	codeAccountResourcesExceed = 10002

@@ -103,7 +103,11 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 
 func retryable(err error) bool {
 	switch apiCode(err) {
-	case codeDuplicateInProcess, codeLastSubjSeqNotReady:
+	case codeDuplicateInProcess, codeWrongLastSeqConstant:
+		// A clustered stream answers 10164 to a publish with an expected
+		// last subject sequence while another write of that subject is in
+		// flight (nats-server's checkMsgHeadersPreClusteredProposal): try
+		// again once it landed; a real mismatch is 10071.
 		return true
 	case 0:
 	default:
