@@ -120,6 +120,22 @@ func (s *seqEnv) windowPassed(t *testing.T) {
 	})
 }
 
+// applyThenCrash applies first (unless its key is empty) with p, then
+// delivers crashing, whose holder stops after its effects: published to
+// GRANTS, the mark's lease still naming it.
+func (s *seqEnv) applyThenCrash(t *testing.T, p *consumer.Processor, first, crashing ev) {
+	t.Helper()
+	if first.key != "" {
+		if out := s.deliver(t, p, first, 1); out.Decision != consumer.Applied {
+			t.Fatalf("%s: %+v, want applied", first.key, out)
+		}
+	}
+	consumer.SetCrash(p, func(step, key string) bool { return step == "after-effects" && key == crashing.key })
+	if out := s.deliver(t, p, crashing, 1); out.Decision != "crashed" {
+		t.Fatalf("%s: %+v, want crashed after its effects", crashing.key, out)
+	}
+}
+
 // applied lists GRANTS's messages of the test's subjects as "subject key".
 func (s *seqEnv) applied(t *testing.T) []string {
 	var out []string
@@ -169,13 +185,7 @@ func TestSequencedInDoubtEventTakenIntoTheMark(t *testing.T) {
 	k6 := ev{"k6", "G-1", "2026-11-30T12:00:00Z", "a"}
 
 	a := s.proc("a", fx, audit)
-	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
-		t.Fatalf("k1: %+v", out)
-	}
-	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
-	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
-		t.Fatalf("k2: %+v, want crashed after its effects", out)
-	}
+	s.applyThenCrash(t, a, k1, k2)
 	s.windowPassed(t)
 	s.advance(time.Hour) // past the lease and the in-doubt wait
 
@@ -213,10 +223,7 @@ func TestSequencedNewerEventAfterInDoubtOne(t *testing.T) {
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
 	k6 := ev{"k6", "G-1", "2026-11-30T12:00:00Z", "a"}
 	a := s.proc("a", fx, &auditLog{})
-	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
-	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
-		t.Fatalf("k2: %+v, want crashed after its effects", out)
-	}
+	s.applyThenCrash(t, a, ev{}, k2)
 	s.windowPassed(t)
 	s.advance(time.Hour)
 	b := s.proc("b", fx, &auditLog{})
@@ -272,6 +279,21 @@ type afterPublish struct {
 	hook func(key string)
 }
 
+// stallAfter is a GRANTS store whose holder stalls right after publishing
+// key: the clock moves by d (past its lease) and then runs, once.
+func (s *seqEnv) stallAfter(fx *jetstream.Effects, key string, d time.Duration, then func()) *afterPublish {
+	a := &afterPublish{Effects: fx}
+	a.hook = func(k string) {
+		if k != key {
+			return
+		}
+		a.hook = nil
+		s.advance(d)
+		then()
+	}
+	return a
+}
+
 func (a *afterPublish) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
 	seq, err := a.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
 	if err == nil && a.hook != nil {
@@ -294,14 +316,7 @@ func TestSequencedCommitOnTopKeepsWhatItFound(t *testing.T) {
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
 	k3 := ev{"k3", "G-1", "2026-11-30T11:00:00Z", "a"} // the same instant as k2
 	k5 := ev{"k5", "G-1", "2026-11-30T10:30:00Z", "a"}
-	a := s.proc("a", fx, &auditLog{})
-	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
-		t.Fatalf("k1: %+v", out)
-	}
-	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
-	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
-		t.Fatalf("k2: %+v", out)
-	}
+	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), k1, k2)
 	s.advance(3 * time.Minute) // past a's lease and the in-doubt wait
 
 	// c: another instance whose forward fails for k5; it claims the
@@ -312,17 +327,11 @@ func TestSequencedCommitOnTopKeepsWhatItFound(t *testing.T) {
 	}}}, s.env.Marks, s.env.Applied, fx, &auditLog{}, slog.New(slog.DiscardHandler), nil, consumer.Options{
 		Owner: "c", MaxDeliver: 5, LeaseTTL: time.Minute, Horizon: time.Hour, Now: s.now,
 	})
-	bStore := &afterPublish{Effects: fx}
-	bStore.hook = func(key string) {
-		if key != "k3" {
-			return
-		}
-		bStore.hook = nil
-		s.advance(3 * time.Minute) // b stalled past its lease
+	bStore := s.stallAfter(fx, "k3", 3*time.Minute, func() { // b stalled past its lease
 		if out := s.deliver(t, c, k5, 1); out.Decision != consumer.Retry {
 			t.Errorf("k5 at c: %+v, want retry (its forward failed)", out)
 		}
-	}
+	})
 	b := s.proc("b", bStore, &auditLog{})
 	if out := s.deliver(t, b, k3, 1); out.Decision != consumer.Applied {
 		t.Fatalf("k3: %+v", out)
@@ -388,15 +397,8 @@ func TestSequencedSettledTakeoverRecordedOnce(t *testing.T) {
 	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	audit := &auditLog{}
-	a := s.proc("a", fx, audit)
-	if out := s.deliver(t, a, ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}, 1); out.Decision != consumer.Applied {
-		t.Fatalf("k1: %+v", out)
-	}
-	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
-	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
-		t.Fatalf("k2: %+v", out)
-	}
+	s.applyThenCrash(t, s.proc("a", fx, audit), ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}, k2)
 	s.advance(2 * time.Minute) // past the lease
 	b := s.proc("b", fx, audit)
 	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.Applied {
@@ -427,27 +429,15 @@ func TestSequencedFoundWhileLeaseLostRecordedOnce(t *testing.T) {
 	k3 := ev{"k3", "G-1", "2026-11-30T12:00:00Z", "a"}
 	k5 := ev{"k5", "G-1", "2026-11-30T12:30:00Z", "a"}
 	a := s.proc("a", fx, audit)
-	if out := s.deliver(t, a, k1, 1); out.Decision != consumer.Applied {
-		t.Fatalf("k1: %+v", out)
-	}
-	consumer.SetCrash(a, func(step, key string) bool { return step == "after-effects" && key == "k2" })
-	if out := s.deliver(t, a, k2, 1); out.Decision != "crashed" {
-		t.Fatalf("k2: %+v", out)
-	}
+	s.applyThenCrash(t, a, k1, k2)
 	s.advance(3 * time.Minute) // past a's lease and the in-doubt wait
 
 	c := s.proc("c", fx, audit)
-	bStore := &afterPublish{Effects: fx}
-	bStore.hook = func(key string) {
-		if key != "k3" {
-			return
-		}
-		bStore.hook = nil
-		s.advance(3 * time.Minute) // b stalled past its lease and the in-doubt wait
+	bStore := s.stallAfter(fx, "k3", 3*time.Minute, func() { // b stalled past its lease and the in-doubt wait
 		if out := s.deliver(t, c, k5, 1); out.Decision != consumer.Applied {
 			t.Errorf("k5 at c: %+v, want applied", out)
 		}
-	}
+	})
 	b := s.proc("b", bStore, audit)
 	if out := s.deliver(t, b, k3, 1); out.Decision != consumer.Applied {
 		t.Fatalf("k3: %+v", out)
