@@ -62,9 +62,6 @@ func (p *Processor) attempt(m *Message) int {
 func (p *Processor) handBack(m *Message, d time.Duration) {
 	p.handBacks.add(m.Event.Seq)
 	if !m.stopping() {
-		if ev := m.Event; ev.Seq != 0 && ev.Subject != "" && p.rules[ev.Provider].Watermark {
-			p.parked.park(LeaseKey(ev), ev.Seq, parked{at: p.opts.Now(), key: ev.Key, occurred: ev.OccurredAt})
-		}
 		p.nak(m, d)
 		return
 	}

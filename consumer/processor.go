@@ -92,9 +92,6 @@ type Processor struct {
 	// handBacks keeps the deliveries handed back untried out of the
 	// attempt count (see attempt).
 	handBacks *handBacks
-	// parked holds a subject's newer events behind one handed back (see
-	// parking).
-	parked *parking
 	// stopNakSpent is how long (nanoseconds) Run's stop has waited for the
 	// server to confirm its hand-backs (see handBack).
 	stopNakSpent atomic.Int64
@@ -143,7 +140,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 			sequenced[name] = sg
 		}
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16), parked: newParking(1 << 16)}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -177,10 +174,6 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 // after 6 is caught by step 1 (the event is no longer newer than the mark).
 func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	start := p.opts.Now()
-	if out, done := p.behindHandBack(ctx, m); done {
-		p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
-		return out
-	}
 	out := p.process(ctx, m)
 	// Infrastructure trouble (a leader election, a reconnect) usually
 	// passes within seconds. Try again in place, keeping the delivery

@@ -48,9 +48,6 @@ func (w *world) checkDecision(d *delivery) {
 		case d.effectErr == nil && d.read != nil && d.read.Lease != nil && d.read.Lease.Key != s.key:
 			// Deferring to the event that holds (or held) the subject's
 			// lease is no failure of this one.
-		case d.effectErr == nil && strings.Contains(out.Reason, "handed back before it"):
-			// Nor is waiting behind an older message of the subject that
-			// was handed back (parking.go).
 		case d.effectErr == nil:
 			fail("retried without an effect failure: %s", out.Reason)
 		case errors.Is(d.effectErr, consumer.ErrPermanent) || w.failed[d.msg.seq] >= propMaxDeliver:
