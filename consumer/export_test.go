@@ -5,3 +5,6 @@ func SetCrash(p *Processor, f func(step, key string) bool) { p.crash = f }
 
 // Steps where SetCrash can stop a processor.
 var CrashSteps = []string{stepBeforeEffects, stepAfterEffects, stepAfterWatermark, stepBeforeAck, stepAfterRemember}
+
+// Parks counts the events p asked Run to keep at their subject's head.
+func Parks(p *Processor) int64 { return p.parks.Load() }

@@ -92,6 +92,8 @@ type Processor struct {
 	// handBacks keeps the deliveries handed back untried out of the
 	// attempt count (see attempt).
 	handBacks *handBacks
+	// parks counts the events this processor asked Run to park (tests).
+	parks atomic.Int64
 	// stopNakSpent is how long (nanoseconds) Run's stop has waited for the
 	// server to confirm its hand-backs (see handBack).
 	stopNakSpent atomic.Int64
@@ -310,11 +312,18 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// publish an older event after it, or leave it in GRANTS and
 			// judged stale later. Its redelivery settles it; come back
 			// after that.
-			// Hand the event back at once rather than wait in place: the
-			// in-doubt event's redelivery may be queued behind this one
-			// (Run keeps a subject's events in order).
+			// Don't wait in place: the in-doubt event's redelivery may be
+			// queued behind this one (Run keeps a subject's events in
+			// order). Under Run, let it park the event at the head of its
+			// subject and run the in-doubt one first (see Message.waitFor);
+			// else hand it back.
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
+			if m.parkable && !m.stopping() {
+				m.waitFor, m.waitUntil = l.Key, time.Now().Add(handBackDelay)
+				p.parks.Add(1)
+				return out
+			}
 			p.handBack(m, handBackDelay)
 			return out
 		}

@@ -33,7 +33,7 @@ type Unreader interface {
 func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	workers = max(workers, 1)
 	p.stopNakSpent.Store(0)
-	q := &serialQueue{waiting: map[string][]*Message{}}
+	q := &serialQueue{waiting: map[string][]*Message{}, parked: map[string]*Message{}}
 	ready := make(chan *Message)
 	var wg sync.WaitGroup
 	for range workers {
@@ -44,9 +44,17 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 				for m != nil {
 					// Finish the event even when ctx ends mid-way: a half-run
 					// event only costs a redelivery, but finishing is cheaper.
+					m.waitFor = ""
 					p.Process(context.WithoutCancel(ctx), m)
 					var rest []*Message
-					m, rest = q.done(m)
+					if m.waitFor != "" {
+						// Parked at the head of its subject (see
+						// Message.parkable); next is the in-doubt event
+						// it waits for, if it was queued already.
+						m, rest = q.park(m)
+					} else {
+						m, rest = q.done(m)
+					}
 					// Stopping: the events queued behind this one never
 					// started. Hand them back now rather than let them wait
 					// out the ack wait (see stopHandBackDelay: redelivered
@@ -68,9 +76,36 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		defer close(aliveDone)
 		q.keepAlive(aliveCtx, keepAlive)
 	}()
+	// The waker runs a parked event again when its wait is over and the
+	// event it waits for has not come.
+	wakeCtx, stopWake := context.WithCancel(ctx)
+	wakeDone := make(chan struct{})
+	go func() {
+		defer close(wakeDone)
+		t := time.NewTicker(parkedPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-wakeCtx.Done():
+				return
+			case <-t.C:
+			}
+			for _, m := range q.wake(time.Now()) {
+				select {
+				case ready <- m:
+				case <-wakeCtx.Done():
+					// Stopping before a worker took it: it goes back with
+					// its subject's queue, first.
+					q.repark(m)
+				}
+			}
+		}
+	}()
 	defer func() {
 		// From here on each worker hands back what waits behind its event.
 		q.stop()
+		stopWake()
+		<-wakeDone
 		// The source's unread deliveries: stop the source first (nothing
 		// more comes in). Those of a subject a worker holds go back after
 		// the events queued behind it, when the workers are done; the rest
@@ -89,6 +124,11 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		}
 		close(ready)
 		wg.Wait()
+		// Parked events and those queued behind them never ran: back
+		// first, in order, then the source's unread ones of their subjects.
+		for _, m := range q.takeParked() {
+			p.handBack(m, 0)
+		}
 		for _, m := range later {
 			p.handBack(m, 0)
 		}
@@ -106,15 +146,17 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		}
 		p.prepare(m)
 		m.stop = ctx.Done()
+		m.parkable = true
 		if q.add(m) {
-			continue // behind its subject's running event
+			continue // behind its subject's running (or parked) event
 		}
 		select {
 		case ready <- m:
 		case <-ctx.Done():
-			// Never started, and nothing of its subject queued behind it
-			// yet: its lease key is free again.
-			q.done(m)
+			// Never started: its lease key is free again, or, if m is the
+			// event a parked key waited for, parked again (its queue goes
+			// back with the parked ones).
+			q.abandon(m)
 			p.handBack(m, 0)
 			return nil
 		}
@@ -125,24 +167,119 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 // a worker runs. Safe for concurrent use.
 type serialQueue struct {
 	mu sync.Mutex
-	// waiting has an entry for every lease key a worker holds: the events
-	// of that key delivered since, oldest first.
+	// waiting has an entry for every lease key a worker holds or that is
+	// parked: the events of that key delivered since, oldest first (a
+	// parked key's parked event at the head).
 	waiting map[string][]*Message
+	// parked has the lease keys whose head event waits for another
+	// event's key (Message.waitFor) and no worker runs.
+	parked  map[string]*Message
 	stopped bool
 }
 
-// add reports whether m was queued behind a running event of its lease
-// key; if not, the caller must run m (its key is now held).
+// parkedPoll is how often Run looks for parked events whose wait is over.
+const parkedPoll = 100 * time.Millisecond
+
+// add reports whether m was queued behind a running or parked event of its
+// lease key; if not, the caller must run m (its key is now held). The event
+// a parked key waits for runs at once, ahead of the parked one.
 func (q *serialQueue) add(m *Message) bool {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w, held := q.waiting[k]; held {
+		if head := q.parked[k]; head != nil && head.waitFor == m.Event.Key {
+			delete(q.parked, k) // the worker that runs m holds the key
+			return false
+		}
 		q.waiting[k] = append(w, m)
 		return true
 	}
 	q.waiting[k] = nil
 	return false
+}
+
+// park is called when m has been run and asks to wait for the event of key
+// m.waitFor: m goes back to the head of its lease key's queue. If that
+// event is queued already, it is taken out and returned as next (the
+// caller runs it, then m through done); else the key is parked, held with
+// no worker, until add gets that event or wake finds the wait over. After
+// stop it is done's rest: m first.
+func (q *serialQueue) park(m *Message) (next *Message, rest []*Message) {
+	k := LeaseKey(m.Event)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.waiting[k]
+	if q.stopped {
+		q.waiting[k] = nil
+		return nil, append([]*Message{m}, w...)
+	}
+	for i, e := range w {
+		if e.Event.Key == m.waitFor {
+			w = append(w[:i:i], w[i+1:]...)
+			q.waiting[k] = append([]*Message{m}, w...)
+			m.waitFor = ""
+			return e, nil
+		}
+	}
+	q.waiting[k] = append([]*Message{m}, w...)
+	q.parked[k] = m
+	return nil, nil
+}
+
+// wake takes the parked events whose wait is over off their keys' queue
+// heads, for the caller to run (their keys stay held).
+func (q *serialQueue) wake(now time.Time) []*Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var run []*Message
+	for k, m := range q.parked {
+		if q.stopped || now.Before(m.waitUntil) {
+			continue
+		}
+		delete(q.parked, k)
+		q.waiting[k] = q.waiting[k][1:]
+		m.waitFor = ""
+		run = append(run, m)
+	}
+	return run
+}
+
+// repark puts back an event wake took but nobody ran.
+func (q *serialQueue) repark(m *Message) {
+	k := LeaseKey(m.Event)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.waiting[k] = append([]*Message{m}, q.waiting[k]...)
+	q.parked[k] = m
+}
+
+// abandon gives up m, which add let run but no worker took: its lease key
+// is free again, or parked again behind the events queued for it.
+func (q *serialQueue) abandon(m *Message) {
+	k := LeaseKey(m.Event)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.waiting[k]
+	if len(w) == 0 {
+		delete(q.waiting, k)
+		return
+	}
+	q.parked[k] = w[0]
+}
+
+// takeParked releases the parked keys and returns their events, each key's
+// in order.
+func (q *serialQueue) takeParked() []*Message {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var all []*Message
+	for k := range q.parked {
+		all = append(all, q.waiting[k]...)
+		delete(q.waiting, k)
+		delete(q.parked, k)
+	}
+	return all
 }
 
 // done is called when m has been run: it returns the next event of m's

@@ -1,0 +1,129 @@
+package consumer_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// A standby takes over a subject whose holder died mid-apply: the mark's
+// lease names d, in doubt. Run gets the dead holder's e (redelivered), then
+// f (new, fetched meanwhile), then d's redelivery. e waits for d at the
+// head of its subject, in memory, not handed back: d runs first, then e,
+// then f. (Handed back, e came back after f had applied and was stale: 17
+// of 1026 events in a CI run of TestConsumerHolderKill9KeepsEachSubjectsOrder.)
+func TestRunKeepsAnEventWaitingForAnInDoubtOneAtItsSubjectsHead(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	d := ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"}
+	e := ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"}
+	f := ev{"f", "G-1", "2026-11-30T12:00:00Z", "a"}
+	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, d)
+	s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
+
+	audit := &auditLog{}
+	b := s.proc("b", fx, audit)
+	deliveries := map[string]*countingDelivery{}
+	msg := func(x ev, seq uint64, n int) *consumer.Message {
+		e := s.event(t, x)
+		e.Seq = seq
+		deliveries[x.key] = &countingDelivery{}
+		return &consumer.Message{Event: e, Deliveries: n, Delivery: deliveries[x.key]}
+	}
+	src := newList(msg(e, 2, 2), msg(f, 3, 1), msg(d, 1, 2))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, src, 4) }()
+	waitFor(t, "d, e and f applied", func() bool { return audit.count("applied") == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	want := "grants.grants.G-1.a d,grants.grants.G-1.a e,grants.grants.G-1.a f"
+	if got := s.applied(t); strings.Join(got, ",") != want {
+		t.Fatalf("GRANTS = %v, want %s", got, want)
+	}
+	for key, dl := range deliveries {
+		dl.mu.Lock()
+		acks, naks := dl.acks, dl.naks
+		dl.mu.Unlock()
+		if acks != 1 || naks != 0 {
+			t.Errorf("%s: acked %d, naked %d; want acked once, never handed back", key, acks, naks)
+		}
+	}
+}
+
+// settleLog is what became of several deliveries, in order.
+type settleLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *settleLog) add(s string) { l.mu.Lock(); defer l.mu.Unlock(); l.got = append(l.got, s) }
+
+func (l *settleLog) all() []string { l.mu.Lock(); defer l.mu.Unlock(); return slices.Clone(l.got) }
+
+// orderedDelivery records acks and hand-backs of every delivery in one log.
+type orderedDelivery struct {
+	key string
+	log *settleLog
+}
+
+func (d orderedDelivery) Ack(context.Context) error { d.log.add(d.key + " ack"); return nil }
+func (d orderedDelivery) NakWithDelay(time.Duration) error {
+	d.log.add(d.key + " nak")
+	return nil
+}
+func (d orderedDelivery) InProgress() error { return nil }
+
+// An event waiting at its subject's head for an in-doubt event that never
+// comes runs again once its wait is over (here: the in-doubt wait ends),
+// and the event queued behind it follows; at a stop, waiting events go
+// back in their order.
+func TestRunParkedEventWithoutItsInDoubtOne(t *testing.T) {
+	for _, stop := range []bool{false, true} {
+		t.Run(map[bool]string{false: "wait over", true: "stop"}[stop], func(t *testing.T) {
+			s := newSeqEnv(t)
+			fx := jetstream.NewEffects(s.env.Conn)
+			s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
+			s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
+			audit := &auditLog{}
+			b := s.proc("b", fx, audit)
+			log := &settleLog{}
+			msg := func(x ev, seq uint64, n int) *consumer.Message {
+				e := s.event(t, x)
+				e.Seq = seq
+				return &consumer.Message{Event: e, Deliveries: n, Delivery: orderedDelivery{x.key, log}}
+			}
+			src := newList(msg(ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"}, 2, 2), msg(ev{"f", "G-1", "2026-11-30T12:00:00Z", "a"}, 3, 1))
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- b.Run(ctx, src, 4) }()
+			waitFor(t, "e parked", func() bool { return consumer.Parks(b) > 0 })
+			if got := log.all(); len(got) != 0 {
+				t.Fatalf("while e waits for d: %v, want nothing settled", got)
+			}
+			if !stop {
+				s.advance(time.Hour) // the in-doubt wait is over
+				waitFor(t, "e and f applied", func() bool { return audit.count("applied") == 2 })
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			want := "e ack,f ack"
+			if stop {
+				want = "e nak,f nak"
+			}
+			if got := strings.Join(log.all(), ","); got != want {
+				t.Fatalf("settled: %s, want %s", got, want)
+			}
+		})
+	}
+}
