@@ -98,14 +98,17 @@ type Message struct {
 	// give it back rather than hold up the shutdown.
 	stop <-chan struct{}
 	// parkable: Run delivered the message and can keep it at the head of
-	// its subject. Then Process, for an event whose subject waits for an
-	// in-doubt event, sets waitFor (that event's key) and waitUntil instead
-	// of handing it back, and neither acks nor naks it: Run keeps it,
+	// its subject. Then Process, for an event that has to wait (its
+	// subject waits for an in-doubt event, or its store did not answer
+	// through the in-place retries), sets park and waitUntil (and waitFor,
+	// the in-doubt event's key) instead of handing it back, and neither
+	// acks nor naks it: Run keeps it, alive, at the head of its subject,
 	// runs the in-doubt event first when it arrives, and runs it again
-	// then or at waitUntil. Events of its subject delivered meanwhile
-	// queue behind it, so none of them overtakes it (a handed-back event
-	// came back after newer ones fetched meanwhile, and was stale).
+	// then or at waitUntil. Events of its subject delivered meanwhile queue
+	// behind it, so none of them overtakes it (a handed-back event came
+	// back after newer ones fetched meanwhile, and was stale).
 	parkable  bool
+	park      bool
 	waitFor   string
 	waitUntil time.Time
 }

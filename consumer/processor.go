@@ -193,7 +193,14 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		out = p.process(ctx, m)
 	}
 	if out.transient {
-		p.handBack(m, handBackDelay)
+		if m.parkable && !m.stopping() {
+			// Kept by Run at the head of its subject rather than handed
+			// back, so no newer event of it overtakes it (Message.parkable).
+			m.park, m.waitUntil = true, time.Now().Add(handBackDelay)
+			p.parks.Add(1)
+		} else {
+			p.handBack(m, handBackDelay)
+		}
 	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out
@@ -315,12 +322,12 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// Don't wait in place: the in-doubt event's redelivery may be
 			// queued behind this one (Run keeps a subject's events in
 			// order). Under Run, let it park the event at the head of its
-			// subject and run the in-doubt one first (see Message.waitFor);
+			// subject and run the in-doubt one first (Message.parkable);
 			// else hand it back.
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
 			if m.parkable && !m.stopping() {
-				m.waitFor, m.waitUntil = l.Key, time.Now().Add(handBackDelay)
+				m.park, m.waitFor, m.waitUntil = true, l.Key, time.Now().Add(handBackDelay)
 				p.parks.Add(1)
 				return out
 			}

@@ -44,10 +44,10 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 				for m != nil {
 					// Finish the event even when ctx ends mid-way: a half-run
 					// event only costs a redelivery, but finishing is cheaper.
-					m.waitFor = ""
+					m.park, m.waitFor = false, ""
 					p.Process(context.WithoutCancel(ctx), m)
 					var rest []*Message
-					if m.waitFor != "" {
+					if m.park {
 						// Parked at the head of its subject (see
 						// Message.parkable); next is the in-doubt event
 						// it waits for, if it was queued already.
@@ -91,13 +91,7 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 			case <-t.C:
 			}
 			for _, m := range q.wake(time.Now()) {
-				select {
-				case ready <- m:
-				case <-wakeCtx.Done():
-					// Stopping before a worker took it: it goes back with
-					// its subject's queue, first.
-					q.repark(m)
-				}
+				wakeOne(wakeCtx, q, ready, m)
 			}
 		}
 	}()
@@ -163,6 +157,26 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	}
 }
 
+// wakeOne hands a parked event whose wait is over to a worker, keeping it
+// alive while every worker is busy (it is on no queue keepAlive walks).
+func wakeOne(ctx context.Context, q *serialQueue, ready chan<- *Message, m *Message) {
+	t := time.NewTicker(keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case ready <- m:
+			return
+		case <-t.C:
+			_ = m.Delivery.InProgress()
+		case <-ctx.Done():
+			// Stopping before a worker took it: it goes back with its
+			// subject's queue, first.
+			q.repark(m)
+			return
+		}
+	}
+}
+
 // serialQueue keeps the events of one lease key in order behind the one
 // a worker runs. Safe for concurrent use.
 type serialQueue struct {
@@ -188,7 +202,7 @@ func (q *serialQueue) add(m *Message) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w, held := q.waiting[k]; held {
-		if head := q.parked[k]; head != nil && head.waitFor == m.Event.Key {
+		if head := q.parked[k]; head != nil && head.waitFor != "" && head.waitFor == m.Event.Key {
 			delete(q.parked, k) // the worker that runs m holds the key
 			return false
 		}
@@ -199,9 +213,9 @@ func (q *serialQueue) add(m *Message) bool {
 	return false
 }
 
-// park is called when m has been run and asks to wait for the event of key
-// m.waitFor: m goes back to the head of its lease key's queue. If that
-// event is queued already, it is taken out and returned as next (the
+// park is called when m has been run and asks to wait (Message.park): m
+// goes back to the head of its lease key's queue. If the event of key
+// m.waitFor is queued already, it is taken out and returned as next (the
 // caller runs it, then m through done); else the key is parked, held with
 // no worker, until add gets that event or wake finds the wait over. After
 // stop it is done's rest: m first.
@@ -215,7 +229,7 @@ func (q *serialQueue) park(m *Message) (next *Message, rest []*Message) {
 		return nil, append([]*Message{m}, w...)
 	}
 	for i, e := range w {
-		if e.Event.Key == m.waitFor {
+		if m.waitFor != "" && e.Event.Key == m.waitFor {
 			w = append(w[:i:i], w[i+1:]...)
 			q.waiting[k] = append([]*Message{m}, w...)
 			m.waitFor = ""
@@ -239,7 +253,6 @@ func (q *serialQueue) wake(now time.Time) []*Message {
 		}
 		delete(q.parked, k)
 		q.waiting[k] = q.waiting[k][1:]
-		m.waitFor = ""
 		run = append(run, m)
 	}
 	return run
