@@ -29,7 +29,6 @@ func (s *chanSource) Next(ctx context.Context) (*consumer.Message, error) {
 // redelivering is a Delivery that, like the server, redelivers the message
 // after a negative acknowledgement's delay (delivery count + 1).
 type redelivering struct {
-	mu   sync.Mutex
 	src  *chanSource
 	msg  *consumer.Message
 	log  *[]string
