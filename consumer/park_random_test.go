@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -25,24 +24,8 @@ func TestRunParkingRandomSchedules(t *testing.T) {
 	for round := range 100 {
 		synctest.Test(t, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(round), 7))
-			var mu sync.Mutex
-			running := map[string]bool{}
-			order := map[string][]string{}
-			var bad []string
-			eff := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-				mu.Lock()
-				if running[ev.Subject] {
-					bad = append(bad, "concurrent "+ev.Subject)
-				}
-				running[ev.Subject] = true
-				order[ev.Subject] = append(order[ev.Subject], ev.Key)
-				mu.Unlock()
-				time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
-				mu.Lock()
-				running[ev.Subject] = false
-				mu.Unlock()
-				return nil
-			})
+			rec := &subjectRecorder{running: map[string]bool{}, order: map[string][]string{}}
+			eff := rec.effect(300 * time.Millisecond)
 			marks := newMemMarks()
 			const subjects = 4
 			inDoubt := map[string]bool{}
@@ -114,12 +97,12 @@ func TestRunParkingRandomSchedules(t *testing.T) {
 				t.Fatalf("round %d: Run did not return within an hour of the stop", round)
 			}
 			synctest.Wait()
-			mu.Lock()
-			defer mu.Unlock()
-			if len(bad) > 0 {
-				t.Fatalf("round %d: %v", round, bad)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.bad) > 0 {
+				t.Fatalf("round %d: %v", round, rec.bad)
 			}
-			for s, got := range order {
+			for s, got := range rec.order {
 				g := slices.Clone(got)
 				if len(g) > 0 && g[0] == "kD-"+s {
 					g = g[1:]

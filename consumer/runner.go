@@ -82,18 +82,11 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	wakeDone := make(chan struct{})
 	go func() {
 		defer close(wakeDone)
-		t := time.NewTicker(parkedPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-wakeCtx.Done():
-				return
-			case <-t.C:
-			}
+		every(wakeCtx, parkedPoll, func() {
 			for _, m := range q.wake(time.Now()) {
 				wakeOne(wakeCtx, q, ready, m)
 			}
-		}
+		})
 	}()
 	defer func() {
 		// From here on each worker hands back what waits behind its event.
@@ -350,6 +343,19 @@ func (q *serialQueue) stop() {
 // it off the queue, and a progress mark the server got after a negative
 // acknowledgement would replace its redelivery delay with the ack wait.
 func (q *serialQueue) keepAlive(ctx context.Context, interval time.Duration) {
+	every(ctx, interval, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, w := range q.waiting {
+			for _, m := range w {
+				_ = m.Delivery.InProgress()
+			}
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -357,14 +363,8 @@ func (q *serialQueue) keepAlive(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			fn()
 		}
-		q.mu.Lock()
-		for _, w := range q.waiting {
-			for _, m := range w {
-				_ = m.Delivery.InProgress()
-			}
-		}
-		q.mu.Unlock()
 	}
 }
 

@@ -394,6 +394,33 @@ func TestStopHandsBackSubjectInOrder(t *testing.T) {
 	})
 }
 
+// subjectRecorder is an effect that records, per subject, the order events
+// ran in and any two that ran at once.
+type subjectRecorder struct {
+	mu      sync.Mutex
+	running map[string]bool
+	order   map[string][]string
+	bad     []string
+}
+
+// effect runs for a random time up to upTo (virtual, under synctest).
+func (r *subjectRecorder) effect(upTo time.Duration) consumer.Effect {
+	return consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
+		r.mu.Lock()
+		if r.running[ev.Subject] {
+			r.bad = append(r.bad, "concurrent "+ev.Subject)
+		}
+		r.running[ev.Subject] = true
+		r.order[ev.Subject] = append(r.order[ev.Subject], ev.Key)
+		r.mu.Unlock()
+		time.Sleep(rand.N(upTo))
+		r.mu.Lock()
+		r.running[ev.Subject] = false
+		r.mu.Unlock()
+		return nil
+	})
+}
+
 // Random schedules (effects of random length, a stop at a random moment):
 // one subject's effects never run at once and run in delivery order, and
 // every message taken from the source is settled exactly once (acked, or
@@ -401,25 +428,8 @@ func TestStopHandsBackSubjectInOrder(t *testing.T) {
 func TestRunKeepsSubjectsSerialAndSettlesEveryMessage(t *testing.T) {
 	for round := range 30 {
 		synctest.Test(t, func(t *testing.T) {
-			var mu sync.Mutex
-			running := map[string]bool{}
-			order := map[string][]string{}
-			var bad []string
-			eff := consumer.EffectFunc(func(_ context.Context, ev consumer.Event) error {
-				mu.Lock()
-				if running[ev.Subject] {
-					bad = append(bad, "concurrent "+ev.Subject)
-				}
-				running[ev.Subject] = true
-				order[ev.Subject] = append(order[ev.Subject], ev.Key)
-				mu.Unlock()
-				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond) // virtual
-				mu.Lock()
-				running[ev.Subject] = false
-				mu.Unlock()
-				return nil
-			})
-			rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{eff}}}
+			rec := &subjectRecorder{running: map[string]bool{}, order: map[string][]string{}}
+			rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{rec.effect(300 * time.Microsecond)}}}
 			proc := consumer.NewProcessor(rules, newMemMarks(), newMemApplied(), noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
 				consumer.Options{Owner: "me", MaxDeliver: 3, LeaseTTL: time.Hour, Now: time.Now})
 			src := newList()
@@ -441,12 +451,12 @@ func TestRunKeepsSubjectsSerialAndSettlesEveryMessage(t *testing.T) {
 				t.Fatal(err)
 			}
 			synctest.Wait() // nothing runs after Run returned
-			mu.Lock()
-			defer mu.Unlock()
-			if len(bad) > 0 {
-				t.Fatalf("round %d: %v", round, bad)
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.bad) > 0 {
+				t.Fatalf("round %d: %v", round, rec.bad)
 			}
-			for s, got := range order {
+			for s, got := range rec.order {
 				if !slices.Equal(got, want[s][:len(got)]) {
 					t.Fatalf("round %d: %s applied out of order: %v", round, s, got)
 				}
