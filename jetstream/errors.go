@@ -35,6 +35,9 @@ var (
 // JetStream error codes this package reacts to (nats-server's
 // jetstream_errors_generated.go).
 const (
+	codeClusterNoPeers         = 10005 // "no suitable peers for placement": replicas' servers not all online yet
+	codeClusterNotAvailable    = 10008
+	codeClusterNotLeader       = 10009
 	codeWrongLastSequence      = 10071
 	codeWrongLastSeqConstant   = 10164 // a clustered stream: the subject has a write in flight (not a mismatch)
 	codeStreamStoreFailed      = 10077 // "maximum messages/bytes exceeded" surfaces through this on DiscardNew

@@ -215,8 +215,16 @@ func retryProvision(ctx context.Context, op func(context.Context) error) error {
 	}
 }
 
-// transient: no answer (timeout, no responders, disconnected), as opposed
-// to an answer that refuses.
+// transient: no answer (timeout, no responders, disconnected), or a
+// cluster that is still forming or electing (no peers online for the
+// replicas yet, no meta leader), as opposed to an answer that refuses.
 func transient(err error) bool {
-	return errors.Is(err, ErrUnavailable) && apiCode(err) == 0
+	if !errors.Is(err, ErrUnavailable) {
+		return false
+	}
+	switch apiCode(err) {
+	case 0, codeClusterNoPeers, codeClusterNotAvailable, codeClusterNotLeader:
+		return true
+	}
+	return false
 }
