@@ -40,10 +40,7 @@ const grantsClockSlack = 10 * time.Minute
 // (GRANTS then holds only events whose every effect succeeded) and its
 // store can be searched; else nil.
 func searchableGrants(r Rule) *grantsMemory {
-	if len(r.Effects) == 0 {
-		return nil
-	}
-	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	g, ok := r.lastGrants()
 	if !ok {
 		return nil
 	}
@@ -52,6 +49,15 @@ func searchableGrants(r Rule) *grantsMemory {
 		return nil
 	}
 	return &grantsMemory{tmpl: g.Template, idx: idx}
+}
+
+// lastGrants returns r's GRANTS publish when it is r's last effect.
+func (r Rule) lastGrants() (GrantsEffect, bool) {
+	if len(r.Effects) == 0 {
+		return GrantsEffect{}, false
+	}
+	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	return g, ok
 }
 
 // grantsMemoryOf returns r's GRANTS memory, or nil when r uses APPLIED.

@@ -100,18 +100,20 @@ type Message struct {
 	// parkable: Run delivered the message and can keep it at the head of
 	// its subject. Then Process, for an event that has to wait (its
 	// subject waits for an in-doubt event, or its store did not answer
-	// through the in-place retries), sets park and waitUntil (and waitFor,
-	// the in-doubt event's key) instead of handing it back, and neither
+	// through the in-place retries), sets waitUntil (and waitFor, the
+	// in-doubt event's key) instead of handing it back, and neither
 	// acks nor naks it: Run keeps it, alive, at the head of its subject,
 	// runs the in-doubt event first when it arrives, and runs it again
 	// then or at waitUntil. Events of its subject delivered meanwhile queue
 	// behind it, so none of them overtakes it (a handed-back event came
 	// back after newer ones fetched meanwhile, and was stale).
 	parkable  bool
-	park      bool
 	waitFor   string
-	waitUntil time.Time
+	waitUntil time.Time // zero: not kept
 }
+
+// kept reports whether Process asked Run to keep m (Message.parkable).
+func (m *Message) kept() bool { return !m.waitUntil.IsZero() }
 
 // stopping reports whether the Run that delivered m is stopping.
 func (m *Message) stopping() bool {

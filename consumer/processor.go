@@ -193,14 +193,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 		out = p.process(ctx, m)
 	}
 	if out.transient {
-		if m.parkable && !m.stopping() {
-			// Kept by Run at the head of its subject rather than handed
-			// back, so no newer event of it overtakes it (Message.parkable).
-			m.park, m.waitUntil = true, time.Now().Add(handBackDelay)
-			p.parks.Add(1)
-		} else {
-			p.handBack(m, handBackDelay)
-		}
+		p.waitAtHead(m, "")
 	}
 	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	return out
@@ -326,12 +319,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// else hand it back.
 			out := p.retry(m, fmt.Errorf("subject waits for in-doubt event %s", l.Key), false)
 			out.transient = false
-			if m.parkable && !m.stopping() {
-				m.park, m.waitFor, m.waitUntil = true, l.Key, time.Now().Add(handBackDelay)
-				p.parks.Add(1)
-				return out
-			}
-			p.handBack(m, handBackDelay)
+			p.waitAtHead(m, l.Key)
 			return out
 		}
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
@@ -586,6 +574,19 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 		}
 	}
 	return nil
+}
+
+// waitAtHead lets an event that has to wait, untried, keep its place: under
+// Run it stays at the head of its subject for handBackDelay, or until the
+// event of key waitFor ("": none) has run (Message.parkable); else it is
+// handed back.
+func (p *Processor) waitAtHead(m *Message, waitFor string) {
+	if !m.parkable || m.stopping() {
+		p.handBack(m, handBackDelay)
+		return
+	}
+	m.waitFor, m.waitUntil = waitFor, time.Now().Add(handBackDelay)
+	p.parks.Add(1)
 }
 
 // handBackDelay delays the redelivery of an event handed back untried (its

@@ -44,10 +44,10 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 				for m != nil {
 					// Finish the event even when ctx ends mid-way: a half-run
 					// event only costs a redelivery, but finishing is cheaper.
-					m.park, m.waitFor = false, ""
+					m.waitFor, m.waitUntil = "", time.Time{}
 					p.Process(context.WithoutCancel(ctx), m)
 					var rest []*Message
-					if m.park {
+					if m.kept() {
 						// Parked at the head of its subject (see
 						// Message.parkable); next is the in-doubt event
 						// it waits for, if it was queued already.
@@ -206,7 +206,7 @@ func (q *serialQueue) add(m *Message) bool {
 	return false
 }
 
-// park is called when m has been run and asks to wait (Message.park): m
+// park is called when m has been run and asks to wait (Message.kept): m
 // goes back to the head of its lease key's queue. If the event of key
 // m.waitFor is queued already, it is taken out and returned as next (the
 // caller runs it, then m through done); else the key is parked, held with

@@ -87,10 +87,7 @@ func SequencedTemplate(watermark, oneAccount bool, tmpl string) bool {
 // sequencedOf returns r's GRANTS publish when r publishes the sequenced
 // way, else nil.
 func sequencedOf(r Rule) *sequencedGrants {
-	if len(r.Effects) == 0 {
-		return nil
-	}
-	g, ok := r.Effects[len(r.Effects)-1].(GrantsEffect)
+	g, ok := r.lastGrants()
 	if !ok || !SequencedTemplate(r.Watermark, r.OneAccount, g.Template) {
 		return nil
 	}
@@ -147,8 +144,7 @@ type grantPublish struct {
 func (g *grantPublish) fold(m Mark) Mark {
 	var still []Event
 	for _, ev := range g.found {
-		next := advance(m, ev, true)
-		next.Lease = m.Lease
+		next := takeIn(m, ev)
 		if moved(m, next) && slices.ContainsFunc(g.adopted, func(a Event) bool { return a.Key == ev.Key }) {
 			still = append(still, ev)
 		}
@@ -156,6 +152,14 @@ func (g *grantPublish) fold(m Mark) Mark {
 	}
 	g.adopted = still
 	return m
+}
+
+// takeIn is m with ev, an event found applied in GRANTS, taken in; the
+// lease stays.
+func takeIn(m Mark, ev Event) Mark {
+	next := advance(m, ev, true)
+	next.Lease = m.Lease
+	return next
 }
 
 // moved reports whether advance changed the mark.
@@ -183,6 +187,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 	subj := RenderSubject(g.sg.tmpl, ev)
 	g.subject = subj
 	last, known := g.mark.Grants[subj]
+	lease := LeaseKey(ev)
 	for range maxGrantRounds {
 		seq, err := g.sg.store.PublishGrantAfter(ctx, subj, ev.Key, last, ev.Header, ev.Body)
 		if err == nil {
@@ -201,26 +206,21 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 		// sequence (a subject from before sequenced publishes, a mark an
 		// operator deleted, an entry dropped past maxMarkGrants), what the
 		// horizon still covers.
-		var since time.Time
-		after := last
-		if !known {
-			after = 0
-			if h := g.p.opts.Horizon; h > 0 {
-				since = g.p.opts.Now().Add(-h - grantsClockSlack)
-			}
+		var since time.Time // without a sequence, last is 0
+		if h := g.p.opts.Horizon; !known && h > 0 {
+			since = g.p.opts.Now().Add(-h - grantsClockSlack)
 		}
 		ours := uint64(0)
-		err = g.sg.store.ScanGrants(ctx, subj, after, since, top, func(m GrantMsg) {
+		err = g.sg.store.ScanGrants(ctx, subj, last, since, top, func(m GrantMsg) {
 			if m.Key == ev.Key {
 				ours = m.Seq
 				return
 			}
 			other, ok := grantEvent(m)
-			if !ok || LeaseKey(other) != LeaseKey(ev) {
+			if !ok || LeaseKey(other) != lease {
 				return // another subject's, on a subject the template shares
 			}
-			next := advance(*g.mark, other, true)
-			next.Lease = g.mark.Lease
+			next := takeIn(*g.mark, other)
 			g.found = append(g.found, other)
 			// Recorded when it moves the mark, and read after the mark's
 			// sequence (a horizon's read finds committed events too). A

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -21,35 +22,51 @@ const maxGrantScan = 4096
 const codeNoMessageFound = 10037
 
 // HasGrant implements consumer.GrantsIndex: whether GRANTS holds a message
-// on subject with Nats-Msg-Id key, stored at or after since. It walks the
-// subject's messages from since, one STREAM.MSG.GET each (answered by the
-// stream leader, so a message just published is seen; a direct get may be
-// answered by a follower that is behind). Subjects rendered from a
-// template with {subject} hold one subject's events of one type, so the
-// walk is short; after maxGrantScan messages it answers false, which a
-// watermark rule reads as stale for an event older than its mark. Errors
-// are ErrUnavailable when the stream does not answer.
+// on subject with Nats-Msg-Id key, stored at or after since (walkGrants).
+// Subjects rendered from a template with {subject} hold one subject's
+// events of one type, so the walk is short; after maxGrantScan messages it
+// answers false, which a watermark rule reads as stale for an event older
+// than its mark.
 func (e *Effects) HasGrant(ctx context.Context, subject, key string, since time.Time) (bool, error) {
-	req := msgGetRequest{NextFor: subject, Seq: 1}
+	found := false
+	err := e.walkGrants(ctx, subject, 1, since, maxGrantScan, func(m consumer.GrantMsg) bool {
+		found = m.Key == key
+		return !found
+	})
+	return found, err
+}
+
+// walkGrants calls fn for subject's messages in GRANTS, in order, from
+// sequence from (or, with since set, from the first stored at or after
+// since), until fn returns false, none is left, or limit were read (0: no
+// limit). One STREAM.MSG.GET each, answered by the stream leader, so a
+// message just published is seen (a direct get may be answered by a
+// follower that is behind). Errors are ErrUnavailable when the stream
+// does not answer.
+func (e *Effects) walkGrants(ctx context.Context, subject string, from uint64, since time.Time, limit int, fn func(consumer.GrantMsg) bool) error {
+	req := msgGetRequest{NextFor: subject, Seq: from}
 	if !since.IsZero() {
 		t := since.UTC()
 		req.Seq, req.StartTime = 0, &t
 	}
-	for range maxGrantScan {
+	for n := 0; limit == 0 || n < limit; n++ {
 		seq, hdr, found, err := e.nextMsg(ctx, req)
 		if err != nil {
-			return false, classify(fmt.Sprintf("look up %s in %s", key, StreamGrants), err)
+			return classify("read "+subject+" in "+StreamGrants, err)
 		}
 		if !found {
-			return false, nil
+			return nil
 		}
 		h, err := nats.DecodeHeadersMsg(hdr)
-		if err == nil && h.Get(nats.MsgIdHdr) == key {
-			return true, nil
+		if err != nil {
+			h = nats.Header{}
+		}
+		if !fn(consumer.GrantMsg{Seq: seq, Key: h.Get(nats.MsgIdHdr), Header: http.Header(h)}) {
+			return nil
 		}
 		req = msgGetRequest{NextFor: subject, Seq: seq + 1}
 	}
-	return false, nil
+	return nil
 }
 
 // msgGetRequest is JetStream's STREAM.MSG.GET request (the fields used).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
-	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -44,30 +43,22 @@ func (e *Effects) LastGrant(ctx context.Context, subject string) (uint64, error)
 	return seq, nil
 }
 
-// ScanGrants implements consumer.SequencedGrants: one STREAM.MSG.GET per
-// message, from the stream leader. It is called when a publish was
-// refused, so it reads only what holders published and did not commit
-// (or, for a subject the mark has no sequence for, a horizon's worth).
+// ScanGrants implements consumer.SequencedGrants (walkGrants). It is
+// called when a publish was refused, so it reads only what holders
+// published and did not commit (or, for a subject the mark has no
+// sequence for, a horizon's worth).
 func (e *Effects) ScanGrants(ctx context.Context, subject string, after uint64, since time.Time, upTo uint64, fn func(consumer.GrantMsg)) error {
-	req := msgGetRequest{NextFor: subject, Seq: after + 1}
-	if after == 0 && !since.IsZero() {
-		t := since.UTC()
-		req.Seq, req.StartTime = 0, &t
+	if after != 0 {
+		since = time.Time{} // the sequence decides
 	}
-	for req.Seq <= upTo {
-		seq, hdr, found, err := e.nextMsg(ctx, req)
-		if err != nil {
-			return classify("read "+subject+" in "+StreamGrants, err)
-		}
-		if !found || seq > upTo {
-			return nil
-		}
-		h, err := nats.DecodeHeadersMsg(hdr)
-		if err != nil {
-			h = nats.Header{}
-		}
-		fn(consumer.GrantMsg{Seq: seq, Key: h.Get(nats.MsgIdHdr), Header: http.Header(h)})
-		req = msgGetRequest{NextFor: subject, Seq: seq + 1}
+	if since.IsZero() && after >= upTo {
+		return nil
 	}
-	return nil
+	return e.walkGrants(ctx, subject, after+1, since, 0, func(m consumer.GrantMsg) bool {
+		if m.Seq > upTo {
+			return false
+		}
+		fn(m)
+		return true
+	})
 }
