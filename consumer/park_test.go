@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/consumer"
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // A standby takes over a subject whose holder died mid-apply: the mark's
@@ -127,3 +129,80 @@ func TestRunParkedEventWithoutItsInDoubtOne(t *testing.T) {
 		})
 	}
 }
+
+// An event kept waiting for an in-doubt event is run again every second
+// until its wait is over (80 s by default): it says so once, a warning and
+// a retry in the metrics, not at every run (a crash left a warning a second
+// per subject in doubt).
+func TestRunParkedEventWarnsOnce(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
+	s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
+	var logged syncBuf
+	reg := prometheus.NewRegistry()
+	b := s.procLogged("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})), consumer.NewMetrics(reg))
+	e := s.event(t, ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"})
+	e.Seq = 2
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Run(ctx, newList(&consumer.Message{Event: e, Deliveries: 2, Delivery: &countingDelivery{}}), 4)
+	}()
+	waitFor(t, "e run three times, still waiting", func() bool { return consumer.Parks(b) >= 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var warned, debug int
+	for _, line := range strings.Split(logged.String(), "\n") {
+		if !strings.Contains(line, `msg="event not decided yet"`) || !strings.Contains(line, "key=e ") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, "level=WARN"):
+			warned++
+		case strings.Contains(line, "level=DEBUG"):
+			debug++
+		}
+	}
+	if warned != 1 || debug < 2 {
+		t.Errorf("e's waits logged %d times at warn, %d at debug; want once at warn, the rest (>= 2) at debug:\n%s", warned, debug, logged.String())
+	}
+	if got := retries(t, reg); got != 1 {
+		t.Errorf("hookgate_consumer_events_total{decision=retry} = %v, want 1", got)
+	}
+}
+
+// retries is the consumer's retry count in reg.
+func retries(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "hookgate_consumer_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "decision" && l.GetValue() == consumer.Retry {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// syncBuf is a log destination safe for concurrent writes.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+
+func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

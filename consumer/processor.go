@@ -195,7 +195,10 @@ func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
 	if out.transient {
 		p.waitAtHead(m, "")
 	}
-	p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
+	if !(out.Decision == Retry && m.waits > 1) {
+		// Not a run that found a kept event still waiting (Message.waits).
+		p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
+	}
 	return out
 }
 
@@ -586,6 +589,7 @@ func (p *Processor) waitAtHead(m *Message, waitFor string) {
 		return
 	}
 	m.waitFor, m.waitUntil = waitFor, time.Now().Add(handBackDelay)
+	m.waits++
 	p.parks.Add(1)
 }
 
