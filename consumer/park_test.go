@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -141,7 +142,7 @@ func TestRunParkedEventWarnsOnce(t *testing.T) {
 	s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
 	var logged syncBuf
 	reg := prometheus.NewRegistry()
-	b := s.procLogged("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})), consumer.NewMetrics(reg))
+	b := s.procWith("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})), consumer.NewMetrics(reg), nil)
 	e := s.event(t, ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"})
 	e.Seq = 2
 	ctx, cancel := context.WithCancel(t.Context())
@@ -206,3 +207,41 @@ type syncBuf struct {
 func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
 
 func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// A process that knows every other one gone since a time (the embedded
+// server's data_dir lock: Options.OthersGoneBefore) does not wait out the
+// leases they claimed before it: the in-doubt event's redelivery takes its
+// subject over at once, another event of the subject waits for it as in
+// doubt. A lease claimed after that time is waited for. (After a kill -9 and
+// a restart, every worker waited out a dead process's leases, 32 s by
+// default, and the subjects they held up with them: TestKill9RestartKeepsEachSubjectsOrder
+// in e2e/.)
+func TestLeasesOfProcessesGoneAreNotWaitedFor(t *testing.T) {
+	for _, gone := range []bool{true, false} {
+		t.Run(map[bool]string{true: "claimed before", false: "claimed after"}[gone], func(t *testing.T) {
+			s := newSeqEnv(t)
+			fx := jetstream.NewEffects(s.env.Conn)
+			d := ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"}
+			s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, d)
+			s.advance(time.Second) // well inside d's lease (a minute)
+			since := s.now()
+			if !gone {
+				since = since.Add(-time.Hour)
+			}
+			b := s.procWith("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, func(o *consumer.Options) { o.OthersGoneBefore = since })
+			// The fake clock stands still: waiting for the lease would last
+			// until ctx ends.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			e := s.event(t, ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"})
+			out := b.Process(ctx, &consumer.Message{Event: e, Deliveries: 1, Delivery: nopDelivery{}})
+			if waits := strings.Contains(out.Reason, "in-doubt event d"); out.Decision != consumer.Retry || waits != gone {
+				t.Fatalf("e: %+v; want a retry, waiting for in-doubt d: %t", out, gone)
+			}
+			out = b.Process(ctx, &consumer.Message{Event: s.event(t, d), Deliveries: 2, Delivery: nopDelivery{}})
+			if applied := out.Decision == consumer.Applied; applied != gone {
+				t.Fatalf("d redelivered: %+v; want applied at once: %t", out, gone)
+			}
+		})
+	}
+}

@@ -62,6 +62,15 @@ type Options struct {
 	// publish reads a GRANTS subject the mark has no sequence for (see
 	// sequenced.go). 0 = all of it.
 	Horizon time.Duration
+	// OthersGoneBefore: every other process that claimed a lease before
+	// this time is gone (the embedded server's data_dir lock has kept
+	// other processes out since; zero: no such knowledge, as on a
+	// cluster). Such a lease (claimed at its Until minus LeaseTTL) is not
+	// waited for: its event is in doubt at once, and its redelivery, not
+	// the lease's expiry, settles the subject. After a kill -9 every
+	// worker waited out a dead process's leases (LeaseTTL), the subjects
+	// they held up included.
+	OthersGoneBefore time.Time
 }
 
 // Processor applies events once, in watermark order per subject. Process
@@ -301,7 +310,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			}
 		}
 		now := p.opts.Now()
-		if l := mark.Lease; l != nil && l.Owner != p.opts.Owner && now.Before(l.Until) {
+		if l := mark.Lease; l != nil && p.leaseLive(l, now) {
 			// Another instance is applying an event of this subject. Wait
 			// for it (bounded by its lease) rather than run beside it.
 			if err := p.waitLease(ctx, m, l.Until); err != nil {
@@ -577,6 +586,15 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 		}
 	}
 	return nil
+}
+
+// leaseLive reports whether l is another process's lease that may still
+// be applying its event (see Options.OthersGoneBefore).
+func (p *Processor) leaseLive(l *Lease, now time.Time) bool {
+	if l.Owner == p.opts.Owner || !now.Before(l.Until) {
+		return false
+	}
+	return p.opts.OthersGoneBefore.IsZero() || !l.Until.Add(-p.opts.LeaseTTL).Before(p.opts.OthersGoneBefore)
 }
 
 // waitAtHead lets an event that has to wait, untried, keep its place: under

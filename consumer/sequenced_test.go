@@ -69,19 +69,23 @@ func (s *seqEnv) now() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.cl
 func (s *seqEnv) advance(d time.Duration) { s.mu.Lock(); defer s.mu.Unlock(); s.clock = s.clock.Add(d) }
 
 func (s *seqEnv) proc(owner string, grants consumer.Grants, audit consumer.Auditor) *consumer.Processor {
-	return s.procLogged(owner, grants, audit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	return s.procWith(owner, grants, audit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, nil)
 }
 
-// procLogged is proc with its log and metrics.
-func (s *seqEnv) procLogged(owner string, grants consumer.Grants, audit consumer.Auditor, log *slog.Logger, m *consumer.Metrics) *consumer.Processor {
+// procWith is proc with its log and metrics, and opt (if not nil) applied
+// to its options.
+func (s *seqEnv) procWith(owner string, grants consumer.Grants, audit consumer.Auditor, log *slog.Logger, m *consumer.Metrics, opt func(*consumer.Options)) *consumer.Processor {
 	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
 		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
 	}}}
-	return consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), audit,
-		log, m, consumer.Options{
-			Owner: owner, MaxDeliver: 5, Backoff: []time.Duration{time.Second}, LeaseTTL: time.Minute,
-			Horizon: time.Hour, Now: s.now,
-		})
+	o := consumer.Options{
+		Owner: owner, MaxDeliver: 5, Backoff: []time.Duration{time.Second}, LeaseTTL: time.Minute,
+		Horizon: time.Hour, Now: s.now,
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	return consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), audit, log, m, o)
 }
 
 // event is e as the source delivers it (headers as the gateway stores them).

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,17 +146,17 @@ func lockHolder(t *testing.T, j js.JetStream, procs []*hgProc) int {
 type inOrderSender struct {
 	mu       sync.Mutex
 	acked    []string
-	gateways []string // where to send; may be replaced while running
+	gateways []string     // where to send; may be replaced while running
+	failures atomic.Int64 // tries not answered 200
 	stop     chan struct{}
 	wg       sync.WaitGroup
 }
 
-var inOrderRuns int
+var inOrderRuns atomic.Int64 // each run's events get their own keys and times
 
 func startInOrderSender(t *testing.T, gateways []string, subjects int) *inOrderSender {
 	t.Helper()
-	inOrderRuns++
-	run := inOrderRuns
+	run := inOrderRuns.Add(1)
 	s := &inOrderSender{stop: make(chan struct{}), gateways: gateways}
 	hc := &http.Client{Timeout: 20 * time.Second}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(run) * 24 * time.Hour)
@@ -186,6 +187,7 @@ func startInOrderSender(t *testing.T, gateways []string, subjects int) *inOrderS
 							break
 						}
 					}
+					s.failures.Add(1)
 					time.Sleep(50 * time.Millisecond)
 				}
 				s.mu.Lock()

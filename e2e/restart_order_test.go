@@ -20,28 +20,70 @@ import (
 // were dropped and came back after the ack wait, behind the newer events:
 // 17 of 100 older events were never forwarded in the operator review.)
 func TestSigtermRestartKeepsEachSubjectsOrder(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got []string
-	)
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r := newSlowReceiverRig(t)
+	hg := start(t, r.cfg)
+	r.send(hg, 0, "2026-11-30T10:00:00Z")
+	waitFor(t, "the consumer under way", 30*time.Second, func() bool { return len(r.delivered()) >= 4 })
+	hg.stop(t)
+	if n := len(r.delivered()); n >= slowSubjects {
+		t.Fatalf("all %d older events were forwarded before the stop: the stop did not come while the consumer was busy", n)
+	}
+	hg = start(t, r.cfg)
+	r.send(hg, 1, "2026-11-30T10:05:00Z")
+	r.waitAllForwarded(t)
+}
+
+// The same with kill -9: the restarted embedded server redelivers what the
+// dead process had fetched and not acknowledged before the newer events
+// (hookgate resets the durable consumer to its ack floor at start). Before,
+// those deliveries came back only after the ack wait, behind the newer
+// events of their subjects, and were stale.
+func TestKill9RestartKeepsEachSubjectsOrder(t *testing.T) {
+	r := newSlowReceiverRig(t)
+	hg := start(t, r.cfg)
+	r.send(hg, 0, "2026-11-30T10:00:00Z")
+	waitFor(t, "the consumer under way", 30*time.Second, func() bool { return len(r.delivered()) >= 4 })
+	hg.kill()
+	if n := len(r.delivered()); n >= slowSubjects {
+		t.Fatalf("all %d older events were forwarded before the kill: it did not come while the consumer was busy", n)
+	}
+	hg = start(t, r.cfg)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%d events forwarded; the restarted hookgate's log:\n%s", len(r.delivered()), hg.stderr.String())
+		}
+	})
+	r.send(hg, 1, "2026-11-30T10:05:00Z")
+	r.waitAllForwarded(t)
+}
+
+// slowSubjects is how many subjects a slowReceiverRig sends one event of
+// per round.
+const slowSubjects = 40
+
+// slowReceiverRig is an embedded hookgate whose consumer forwards to a slow
+// receiver (200 ms an event, 4 workers), so it falls behind the senders.
+type slowReceiverRig struct {
+	t   *testing.T
+	cfg string
+	mu  sync.Mutex
+	got []string // Idempotency-Key of each forwarded event
+}
+
+func newSlowReceiverRig(t *testing.T) *slowReceiverRig {
+	r := &slowReceiverRig{t: t}
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		time.Sleep(200 * time.Millisecond) // a slow receiver: the consumer falls behind
-		mu.Lock()
-		got = append(got, r.Header.Get("Idempotency-Key"))
-		mu.Unlock()
+		r.mu.Lock()
+		r.got = append(r.got, req.Header.Get("Idempotency-Key"))
+		r.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(target.Close)
-	delivered := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
-
 	dir := t.TempDir()
 	port := freePort(t)
-	cfg := filepath.Join(dir, "hookgate.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `http: { listen: "127.0.0.1:0" }
+	r.cfg = filepath.Join(dir, "hookgate.yaml")
+	if err := os.WriteFile(r.cfg, fmt.Appendf(nil, `http: { listen: "127.0.0.1:0" }
 nats: { embedded: { data_dir: %q, listen: "127.0.0.1:%d", token: %q } }
 consumer: { workers: 4 }
 providers:
@@ -55,30 +97,31 @@ providers:
 `, filepath.Join(dir, "data"), port, natsToken, grantsSecret, target.URL), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const subjects = 40
-	send := func(hg *instance, round int, at string) {
-		for i := range subjects {
-			body := fmt.Appendf(nil, `{"grant_id":"G-%d","type":"grant.updated","occurred_at":%q}`, i, at)
-			expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, fmt.Sprintf("r%d-%d", round, i), body), body), 200, "status", "accepted")
-		}
-	}
+	return r
+}
 
-	hg := start(t, cfg)
-	send(hg, 0, "2026-11-30T10:00:00Z")
-	waitFor(t, "the consumer under way", 30*time.Second, func() bool { return len(delivered()) >= 4 })
-	hg.stop(t)
-	if n := len(delivered()); n >= subjects {
-		t.Fatalf("all %d older events were forwarded before the stop: the stop did not come while the consumer was busy", n)
-	}
+func (r *slowReceiverRig) delivered() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.got)
+}
 
-	hg = start(t, cfg)
-	send(hg, 1, "2026-11-30T10:05:00Z")
-	// The ack wait is 32 s (forward timeout + 30 s): a delivery left to it
-	// would not make this deadline.
+// send posts round's event of every subject, occurred at at.
+func (r *slowReceiverRig) send(hg *instance, round int, at string) {
+	for i := range slowSubjects {
+		body := fmt.Appendf(nil, `{"grant_id":"G-%d","type":"grant.updated","occurred_at":%q}`, i, at)
+		expect(r.t, post(r.t, hg.baseURL+"/webhooks/grants", signGrants(r.t, fmt.Sprintf("r%d-%d", round, i), body), body), 200, "status", "accepted")
+	}
+}
+
+// waitAllForwarded waits until both rounds' events of every subject were
+// forwarded. The ack wait is 32 s (forward timeout + 30 s): a delivery left
+// to it would not make the deadline.
+func (r *slowReceiverRig) waitAllForwarded(t *testing.T) {
 	waitFor(t, "every older and newer event forwarded", 25*time.Second, func() bool {
-		d := delivered()
+		d := r.delivered()
 		for round := range 2 {
-			for i := range subjects {
+			for i := range slowSubjects {
 				if !slices.Contains(d, fmt.Sprintf("grants:default:evt:r%d-%d", round, i)) {
 					return false
 				}

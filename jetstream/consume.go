@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -265,3 +266,47 @@ func (d delivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) er
 func (d delivery) Ack(ctx context.Context) error      { return d.m.Ack() }
 func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
 func (d delivery) InProgress() error                  { return d.m.InProgress() }
+
+// RedeliverOutstanding makes the durable consumer's outstanding deliveries
+// (delivered, not acknowledged) due again at once: it resets the consumer
+// to its ack floor, so the next pulls get every event above the floor
+// again, in stream order, before anything newer. For a caller that is the
+// consumer's only client (the embedded server, whose data_dir lock keeps
+// other processes out): what is outstanding then was fetched by a process
+// that is gone (a kill -9). Left alone, those deliveries come back only
+// after the ack wait, behind newer events of their subjects, which by then
+// have applied and turned them stale.
+//
+// The price: events acknowledged above the floor come again (already
+// applied), and the redelivery counts start over. It returns how many
+// deliveries were outstanding and the first stream sequence delivered
+// again (0, 0 when nothing was outstanding or the consumer does not exist
+// yet).
+func RedeliverOutstanding(ctx context.Context, c *Conn) (outstanding int, from uint64, err error) {
+	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, classify("consumer info", err)
+	}
+	info := cons.CachedInfo()
+	if info.NumAckPending == 0 {
+		return 0, 0, nil
+	}
+	resp, err := c.NC.RequestWithContext(ctx, "$JS.API.CONSUMER.RESET."+StreamWebhooks+"."+DurableApply, nil)
+	if err != nil {
+		return 0, 0, classify("reset consumer", err)
+	}
+	var r struct {
+		Error    *js.APIError `json:"error"`
+		ResetSeq uint64       `json:"reset_seq"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return 0, 0, fmt.Errorf("reset consumer: unreadable answer: %w", err)
+	}
+	if r.Error != nil {
+		return 0, 0, fmt.Errorf("reset consumer: %w", r.Error)
+	}
+	return info.NumAckPending, r.ResetSeq, nil
+}

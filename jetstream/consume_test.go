@@ -231,3 +231,70 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 		t.Fatalf("%d of 40 events applied: handed-back older events came after the newer ones of their subjects (stale) or not at all", got)
 	}
 }
+
+// RedeliverOutstanding: deliveries fetched and never settled (their
+// process died) are due again at once, from the ack floor in stream order,
+// not after the ack wait; with nothing outstanding, or no consumer yet, it
+// does nothing.
+func TestRedeliverOutstanding(t *testing.T) {
+	env := jstest.Start(t, "")
+	ctx := t.Context()
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn); err != nil || n != 0 {
+		t.Fatalf("no consumer yet: %d outstanding, %v; want 0, nil", n, err)
+	}
+	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
+	for i := range 4 {
+		key := fmt.Sprintf("p:default:evt:%d", i)
+		if _, err := pub.Publish(ctx, jetstream.Message{Subject: "webhooks.p.default", Key: key, Header: nats.Header{event.HeaderKey: {key}}, Body: []byte("{}")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ack wait is far beyond the test: a delivery left to it would
+	// not come back.
+	cons, err := env.Conn.JS.CreateOrUpdateConsumer(ctx, jetstream.StreamWebhooks, js.ConsumerConfig{
+		Durable: jetstream.DurableApply, AckPolicy: js.AckExplicitPolicy, AckWait: time.Hour, FilterSubject: "webhooks.>",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(n int) []uint64 {
+		t.Helper()
+		batch, err := cons.Fetch(n, js.FetchMaxWait(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for m := range batch.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs = append(seqs, meta.Sequence.Stream)
+			if meta.Sequence.Stream == 2 {
+				if err := m.Ack(); err != nil { // above the floor, acknowledged
+					t.Fatal(err)
+				}
+			}
+		}
+		return seqs
+	}
+	if got := fetch(3); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("first fetch: %v", got)
+	}
+	waitFor(t, "the ack of 2 at the server", func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumAckPending == 2
+	})
+	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn)
+	if err != nil || n != 2 || from != 1 {
+		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
+	}
+	// 1 and 3 again at once, in stream order with 2 (acknowledged above the
+	// floor: delivered again too), before 4.
+	if got := fetch(4); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("after the reset: %v, want [1 2 3 4]", got)
+	}
+	if got := fetch(1); len(got) != 0 {
+		t.Fatalf("then: %v, want nothing", got)
+	}
+}

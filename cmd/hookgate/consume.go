@@ -117,6 +117,11 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	// On a cluster the server outlives this instance, and a standby takes
 	// over: what a stop hands back must be queued for redelivery at once.
 	o.PlainStopHandBack = external
+	if !external {
+		// data_dir's lock: the leases other processes hold now are a
+		// dead one's.
+		o.OthersGoneBefore = time.Now()
+	}
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
 		return nil, err
@@ -154,7 +159,10 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return proc.Run(ctx, src, cfg.Consumer.Workers)
 	}
 	if !external {
-		// The embedded server has one client process (data_dir's lock).
+		// The embedded server has one client process (data_dir's lock):
+		// deliveries still outstanding were fetched by a process that is
+		// gone. Run them first.
+		redeliverOutstanding(ctx, conn, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
 		src, err := jetstream.OpenSource(ctx, conn, opts)
@@ -178,4 +186,19 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 			return runSource(ctx, src)
 		})
 	}, nil
+}
+
+// redeliverOutstanding makes the deliveries a previous process fetched and
+// did not settle due at once (jetstream.RedeliverOutstanding). A failure is
+// logged: the deliveries still come back after the ack wait.
+func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, logger *slog.Logger) {
+	n, from, err := jetstream.RedeliverOutstanding(ctx, conn)
+	if err != nil {
+		logger.Warn("outstanding deliveries come back after the ack wait", slog.String("error", err.Error()))
+		return
+	}
+	if n > 0 {
+		logger.Info("redelivering first what a stopped process had fetched and not settled, from the consumer's ack floor",
+			slog.Int("outstanding", n), slog.Uint64("seq", from))
+	}
 }
