@@ -277,12 +277,15 @@ func (d delivery) InProgress() error                  { return d.m.InProgress() 
 // after the ack wait, behind newer events of their subjects, which by then
 // have applied and turned them stale.
 //
-// The price: events acknowledged above the floor come again (already
-// applied), and the redelivery counts start over. It returns how many
-// deliveries were outstanding and the first stream sequence delivered
-// again (0, 0 when nothing was outstanding or the consumer does not exist
-// yet).
-func RedeliverOutstanding(ctx context.Context, c *Conn) (outstanding int, from uint64, err error) {
+// The price: events settled above the floor run again (applied ones are
+// found already applied), and the redelivery counts start over. So it
+// does nothing when more than maxAgain events lie between the ack floor
+// and the last delivery (an event retried with a long backoff holds the
+// floor while thousands after it are settled): ErrTooFarBehind. It returns
+// how many deliveries were outstanding and the first stream sequence
+// delivered again (0, 0 when nothing was outstanding or the consumer does
+// not exist yet).
+func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64) (outstanding int, from uint64, err error) {
 	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
 	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
 		return 0, 0, nil
@@ -293,6 +296,9 @@ func RedeliverOutstanding(ctx context.Context, c *Conn) (outstanding int, from u
 	info := cons.CachedInfo()
 	if info.NumAckPending == 0 {
 		return 0, 0, nil
+	}
+	if again := info.Delivered.Stream - info.AckFloor.Stream; again > maxAgain {
+		return info.NumAckPending, 0, fmt.Errorf("%w: %d events between the ack floor (%d) and the last delivery, more than %d", ErrTooFarBehind, again, info.AckFloor.Stream, maxAgain)
 	}
 	resp, err := c.NC.RequestWithContext(ctx, "$JS.API.CONSUMER.RESET."+StreamWebhooks+"."+DurableApply, nil)
 	if err != nil {

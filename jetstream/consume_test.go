@@ -239,7 +239,7 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 func TestRedeliverOutstanding(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn); err != nil || n != 0 {
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100); err != nil || n != 0 {
 		t.Fatalf("no consumer yet: %d outstanding, %v; want 0, nil", n, err)
 	}
 	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
@@ -285,7 +285,11 @@ func TestRedeliverOutstanding(t *testing.T) {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumAckPending == 2
 	})
-	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn)
+	// Three events from the floor to the last delivery: more than allowed.
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 2); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
+		t.Fatalf("with at most 2 to run again: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
+	}
+	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3)
 	if err != nil || n != 2 || from != 1 {
 		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
 	}

@@ -30,6 +30,9 @@ var (
 	// ErrNoServer: nothing answered at the NATS address (refused, or no
 	// server reachable). Connect wraps it with ErrUnavailable.
 	ErrNoServer = errors.New("no nats server answered")
+	// ErrTooFarBehind: RedeliverOutstanding left the consumer alone, as
+	// it would run too many settled events again.
+	ErrTooFarBehind = errors.New("too many settled events above the ack floor")
 )
 
 // JetStream error codes this package reacts to (nats-server's

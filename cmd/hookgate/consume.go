@@ -162,7 +162,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		// The embedded server has one client process (data_dir's lock):
 		// deliveries still outstanding were fetched by a process that is
 		// gone. Run them first.
-		redeliverOutstanding(ctx, conn, logger)
+		redeliverOutstanding(ctx, conn, opts.MaxAckPending, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
 		src, err := jetstream.OpenSource(ctx, conn, opts)
@@ -189,12 +189,14 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 }
 
 // redeliverOutstanding makes the deliveries a previous process fetched and
-// did not settle due at once (jetstream.RedeliverOutstanding). A failure is
-// logged: the deliveries still come back after the ack wait.
-func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, logger *slog.Logger) {
-	n, from, err := jetstream.RedeliverOutstanding(ctx, conn)
+// did not settle due at once (jetstream.RedeliverOutstanding), unless more
+// than four windows of deliveries (maxAckPending each) would run again. A
+// failure is logged: the deliveries still come back after the ack wait.
+func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, logger *slog.Logger) {
+	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending))
 	if err != nil {
-		logger.Warn("outstanding deliveries come back after the ack wait", slog.String("error", err.Error()))
+		logger.Warn("deliveries a stopped process had fetched come back after the ack wait",
+			slog.Int("outstanding", n), slog.String("error", err.Error()))
 		return
 	}
 	if n > 0 {
