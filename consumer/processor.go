@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -183,9 +184,15 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 // between 5 and 6 is settled by the redelivery, or by a takeover of the
 // lease for the same key, without running the effects again. A crash
 // after 6 is caught by step 1 (the event is no longer newer than the mark).
-func (p *Processor) Process(ctx context.Context, m *Message) Outcome {
+func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 	start := p.opts.Now()
-	out := p.process(ctx, m)
+	defer func() {
+		if r := recover(); r != nil {
+			out = p.panicked(ctx, m, r)
+			p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
+		}
+	}()
+	out = p.process(ctx, m)
 	// Infrastructure trouble (a leader election, a reconnect) usually
 	// passes within seconds. Try again in place, keeping the delivery
 	// alive, rather than hand the event back: a negative ack would let
@@ -586,6 +593,20 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 		}
 	}
 	return nil
+}
+
+// panicked handles a panic while deciding or applying m (a bug, in hookgate
+// or in an Effect) as a failed attempt, logged with its stack: retried
+// with backoff, then dead-lettered with the panic as the reason, like an
+// effect's error. A lease it claimed is left to expire, as after a crash
+// (its effects may have run). Unrecovered, an event that panics every time
+// stopped the process, gateway included, at each of its deliveries, and
+// was never dead-lettered.
+func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
+	m.waitFor, m.waitUntil = "", time.Time{}
+	p.log.Error("panic while processing an event", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+		slog.Int("deliveries", m.Deliveries), slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
+	return p.failed(context.WithoutCancel(ctx), m, fmt.Errorf("panic: %v", r))
 }
 
 // leaseLive reports whether l is another process's lease that may still

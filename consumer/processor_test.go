@@ -293,6 +293,45 @@ func TestPermanentFailureDeadLettersWithReason(t *testing.T) {
 	}
 }
 
+// An effect that panics (a bug) fails its attempt like an error: retried,
+// then dead-lettered with the panic as the reason, while the consumer goes
+// on with other events. Unrecovered, the panic stopped the process at every
+// delivery of the event, and it was never dead-lettered.
+func TestPanickingEffectIsAFailedAttempt(t *testing.T) {
+	env := jstest.Start(t, "")
+	audit := &auditLog{}
+	var attempts atomic.Int32
+	buggy := consumer.EffectFunc(func(ctx context.Context, e consumer.Event) error {
+		if e.Key == "k-bug" {
+			attempts.Add(1)
+			var m map[string]int
+			m[e.Key]++ // assignment to entry in nil map
+		}
+		return nil
+	})
+	store(t, env, ev{"k-bug", "G-1", "2026-11-30T10:00:00Z", "a"})
+	store(t, env, ev{"k-ok", "G-2", "2026-11-30T10:00:00Z", "a"})
+	start(t, env, newProcessor(env, "a", true, audit, buggy), 2)
+	waitSettled(t, env)
+	if n := attempts.Load(); n != 3 {
+		t.Fatalf("attempts = %d, want max_deliver = 3", n)
+	}
+	s, err := env.Conn.JS.Stream(t.Context(), jetstream.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Header.Get(event.HeaderDlqReason); r != "panic: assignment to entry in nil map" || m.Header.Get(event.HeaderKey) != "k-bug" {
+		t.Fatalf("letter for %s, reason %q; want k-bug's, the panic", m.Header.Get(event.HeaderKey), r)
+	}
+	if g := grants(t, env); !slices.Equal(g, []string{"grants.grants.G-2.a k-ok"}) {
+		t.Fatalf("GRANTS = %v, want only k-ok", g)
+	}
+}
+
 var _ = js.ErrKeyNotFound
 
 func waitFor(t testing.TB, what string, cond func() bool) {
