@@ -58,12 +58,14 @@ func TestTwoConsumersTakeTurnsAndKeepEachSubjectsOrder(t *testing.T) {
 	s.mu.Unlock()
 	s.waitAcked(t, 1300)
 	s.stopAndWait()
-	// The handover: the README's known limit admits a few events that were
-	// on their way to the stopping holder (0 on a quiet machine, 1-6 of
-	// about 1300 with three of these tests at once on 2 cores), each
-	// delivered to it before (so "superseded while retrying"); with both
-	// instances applying side by side it was about 8%.
-	requireFewStale(t, j, s.acked, 1, "the handover")
+	// Across the handover too. Deliveries on their way to the stopping
+	// holder when it stopped pulling were never handed back: until the
+	// standby reset the durable consumer to its ack floor on taking a
+	// released lock, they came back after the ack wait, behind newer
+	// events, stale (0-11 of about 1300 with three of these tests at once
+	// on 2 cores; with both instances applying side by side it was about
+	// 8%).
+	requireAllApplied(t, j, s.acked)
 	if lockHolder(t, j, procs) != 1-holder {
 		t.Fatal("the standby does not hold the consumer lock after the holder stopped")
 	}

@@ -62,9 +62,15 @@ const consumerLockTTL = 10 * time.Second
 // the lock again. An error from run (its source failed: the cluster in
 // trouble) is logged, the lock released, and Hold waits for it again: the
 // process, and its gateway, stay up.
-func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error) error {
+//
+// run's handedOver says the lock was free (its last holder stopped and
+// released it, or there was none) or this instance's own: no other holder
+// is still running, so the durable consumer's deliveries outstanding now
+// are ones nobody will settle (see RedeliverOutstanding). False: taken
+// from a holder that stopped renewing, which may still be finishing.
+func (l *ConsumerLock) Hold(ctx context.Context, run func(ctx context.Context, handedOver bool) error) error {
 	for {
-		rev, err := l.acquire(ctx)
+		rev, handedOver, err := l.acquire(ctx)
 		if err != nil {
 			return nil // ctx ended
 		}
@@ -72,7 +78,7 @@ func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error
 		runCtx, cancel := context.WithCancel(ctx)
 		renewed := make(chan uint64, 1)
 		go func() { renewed <- l.renew(runCtx, rev, cancel) }()
-		err = run(runCtx)
+		err = run(runCtx, handedOver)
 		cancel()
 		last := <-renewed
 		if last != 0 {
@@ -95,9 +101,9 @@ func (l *ConsumerLock) Hold(ctx context.Context, run func(context.Context) error
 }
 
 // acquire waits until this instance holds the lock and returns its
-// revision; an error only when ctx ends. A lock not released is taken
-// only grace after its expiry.
-func (l *ConsumerLock) acquire(ctx context.Context) (uint64, error) {
+// revision, and whether it was handed over (see Hold); an error only when
+// ctx ends. A lock not released is taken only grace after its expiry.
+func (l *ConsumerLock) acquire(ctx context.Context) (uint64, bool, error) {
 	logged := false // a failed read was logged; until one succeeds
 	for {
 		m, rev, err := l.store.Get(ctx, consumerLockKey)
@@ -111,7 +117,7 @@ func (l *ConsumerLock) acquire(ctx context.Context) (uint64, error) {
 			if m.Lease == nil || m.Lease.Owner == l.owner || !now.Before(m.Lease.Until.Add(l.grace)) {
 				n, err := l.store.Put(ctx, consumerLockKey, l.mark(now), rev)
 				if err == nil {
-					return n, nil
+					return n, m.Lease == nil || m.Lease.Owner == l.owner, nil
 				}
 				if errors.Is(err, consumer.ErrConflict) {
 					continue // someone else moved it: read again
@@ -120,7 +126,7 @@ func (l *ConsumerLock) acquire(ctx context.Context) (uint64, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, false, ctx.Err()
 		case <-time.After(consumerLockPoll):
 		}
 	}

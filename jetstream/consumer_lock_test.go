@@ -2,7 +2,10 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -95,6 +98,11 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	if overlap.Load() {
 		t.Fatal("two holders ran at once")
 	}
+	// Handed over: a's (no holder before), b's after a's stop; not b's
+	// second, taken from the holder that stopped renewing.
+	if got := h.runs(); got != "0 true, 1 true, 1 false" {
+		t.Fatalf("runs (holder, handed over): %s; want 0 true, 1 true, 1 false", got)
+	}
 }
 
 // A holder that loses NATS stops its run a third of the ttl before its
@@ -134,10 +142,21 @@ type twoHolders struct {
 	running    [2]atomic.Int32
 	overlap    atomic.Bool
 	drainFirst time.Duration
+	mu         sync.Mutex
+	handedOver []string // "<holder> <handedOver>" per run, in order
 }
 
-func (h *twoHolders) run(i int) func(context.Context) error {
-	return func(ctx context.Context) error {
+func (h *twoHolders) runs() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.handedOver, ", ")
+}
+
+func (h *twoHolders) run(i int) func(context.Context, bool) error {
+	return func(ctx context.Context, handedOver bool) error {
+		h.mu.Lock()
+		h.handedOver = append(h.handedOver, fmt.Sprintf("%d %t", i, handedOver))
+		h.mu.Unlock()
 		h.running[i].Add(1)
 		if h.running[1-i].Load() > 0 {
 			h.overlap.Store(true)

@@ -178,7 +178,14 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		return lock.Hold(ctx, func(ctx context.Context) error {
+		return lock.Hold(ctx, func(ctx context.Context, handedOver bool) error {
+			if handedOver {
+				// The last holder stopped and handed back what it had
+				// fetched; a delivery that was on its way to it when it
+				// stopped pulling is still outstanding, and would come back
+				// only after the ack wait, behind newer events.
+				redeliverOutstanding(ctx, conn, opts.MaxAckPending, logger)
+			}
 			src, err := jetstream.OpenSource(ctx, conn, opts)
 			if err != nil {
 				return err
