@@ -286,6 +286,10 @@ func (d delivery) InProgress() error                  { return d.m.InProgress() 
 // delivered again (0, 0 when nothing was outstanding or the consumer does
 // not exist yet).
 func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64) (outstanding int, from uint64, err error) {
+	// The callers' ctx has no deadline; a server that never answers (a
+	// consumer leader moving) must not keep the consumer from starting.
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
 	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
 	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
 		return 0, 0, nil
