@@ -274,16 +274,9 @@ func TestPermanentFailureDeadLettersWithReason(t *testing.T) {
 	if n := attempts.Load(); n != 3 {
 		t.Fatalf("attempts = %d, want max_deliver = 3", n)
 	}
-	s, err := env.Conn.JS.Stream(t.Context(), jetstream.StreamDLQ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetMsg(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Header.Get(event.HeaderDlqReason) != "downstream 500 for k-1" || m.Header.Get(event.HeaderDlqDeliveries) != "3" {
-		t.Fatalf("letter headers = %v", m.Header)
+	h := firstLetter(t, env)
+	if h.Get(event.HeaderDlqReason) != "downstream 500 for k-1" || h.Get(event.HeaderDlqDeliveries) != "3" {
+		t.Fatalf("letter headers = %v", h)
 	}
 	if g := grants(t, env); len(g) != 0 {
 		t.Fatalf("dead-lettered event was published: %v", g)
@@ -315,6 +308,18 @@ func TestPanickingEffectIsAFailedAttempt(t *testing.T) {
 	if n := attempts.Load(); n != 3 {
 		t.Fatalf("attempts = %d, want max_deliver = 3", n)
 	}
+	h := firstLetter(t, env)
+	if r := h.Get(event.HeaderDlqReason); r != "panic: a bug met k-bug" || h.Get(event.HeaderKey) != "k-bug" {
+		t.Fatalf("letter for %s, reason %q; want k-bug's, the panic", h.Get(event.HeaderKey), r)
+	}
+	if g := grants(t, env); !slices.Equal(g, []string{"grants.grants.G-2.a k-ok"}) {
+		t.Fatalf("GRANTS = %v, want only k-ok", g)
+	}
+}
+
+// firstLetter is the headers of DLQ's first message.
+func firstLetter(t *testing.T, env *jstest.Env) nats.Header {
+	t.Helper()
 	s, err := env.Conn.JS.Stream(t.Context(), jetstream.StreamDLQ)
 	if err != nil {
 		t.Fatal(err)
@@ -323,12 +328,7 @@ func TestPanickingEffectIsAFailedAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := m.Header.Get(event.HeaderDlqReason); r != "panic: a bug met k-bug" || m.Header.Get(event.HeaderKey) != "k-bug" {
-		t.Fatalf("letter for %s, reason %q; want k-bug's, the panic", m.Header.Get(event.HeaderKey), r)
-	}
-	if g := grants(t, env); !slices.Equal(g, []string{"grants.grants.G-2.a k-ok"}) {
-		t.Fatalf("GRANTS = %v, want only k-ok", g)
-	}
+	return m.Header
 }
 
 var _ = js.ErrKeyNotFound
