@@ -279,9 +279,11 @@ func (d delivery) InProgress() error                  { return d.m.InProgress() 
 //
 // The price: events settled above the floor run again (applied ones are
 // found already applied), and the redelivery counts start over. So it
-// does nothing when more than maxAgain events lie between the ack floor
-// and the last delivery (an event retried with a long backoff holds the
-// floor while thousands after it are settled): ErrTooFarBehind. It returns
+// does nothing when an outstanding delivery is a redelivery already
+// (ErrRetriesOutstanding: its attempts toward consumer.max_deliver would
+// start over, and an event failing for good could be retried at every
+// restart, never dead-lettered), or when more than maxAgain events lie
+// between the ack floor and the last delivery (ErrTooFarBehind). It returns
 // how many deliveries were outstanding and the first stream sequence
 // delivered again (0, 0 when nothing was outstanding or the consumer does
 // not exist yet).
@@ -300,6 +302,9 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64) (outsta
 	info := cons.CachedInfo()
 	if info.NumAckPending == 0 {
 		return 0, 0, nil
+	}
+	if info.NumRedelivered > 0 {
+		return info.NumAckPending, 0, fmt.Errorf("%w: %d of the %d outstanding", ErrRetriesOutstanding, info.NumRedelivered, info.NumAckPending)
 	}
 	if again := info.Delivered.Stream - info.AckFloor.Stream; again > maxAgain {
 		return info.NumAckPending, 0, fmt.Errorf("%w: %d events between the ack floor (%d) and the last delivery, more than %d", ErrTooFarBehind, again, info.AckFloor.Stream, maxAgain)

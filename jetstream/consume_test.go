@@ -235,7 +235,8 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 // RedeliverOutstanding: deliveries fetched and never settled (their
 // process died) are due again at once, from the ack floor in stream order,
 // not after the ack wait; with nothing outstanding, or no consumer yet, it
-// does nothing.
+// does nothing; nor with too many settled events above the floor, or a
+// redelivery outstanding (its attempts would start over).
 func TestRedeliverOutstanding(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
@@ -257,7 +258,9 @@ func TestRedeliverOutstanding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetch := func(n int) []uint64 {
+	// fetch gets up to n deliveries, acknowledges stream sequence 2's and
+	// hands back nak's, and returns their stream sequences.
+	fetch := func(n int, nak uint64) []uint64 {
 		t.Helper()
 		batch, err := cons.Fetch(n, js.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -270,21 +273,21 @@ func TestRedeliverOutstanding(t *testing.T) {
 				t.Fatal(err)
 			}
 			seqs = append(seqs, meta.Sequence.Stream)
-			if meta.Sequence.Stream == 2 {
-				if err := m.Ack(); err != nil { // above the floor, acknowledged
-					t.Fatal(err)
-				}
+			switch meta.Sequence.Stream {
+			case 2: // above the floor, acknowledged
+				err = m.DoubleAck(ctx)
+			case nak:
+				err = m.Nak()
+			}
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
 		return seqs
 	}
-	if got := fetch(3); fmt.Sprint(got) != "[1 2 3]" {
+	if got := fetch(3, 0); fmt.Sprint(got) != "[1 2 3]" {
 		t.Fatalf("first fetch: %v", got)
 	}
-	waitFor(t, "the ack of 2 at the server", func() bool {
-		info, err := cons.Info(ctx)
-		return err == nil && info.NumAckPending == 2
-	})
 	// Three events from the floor to the last delivery: more than allowed.
 	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 2); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
 		t.Fatalf("with at most 2 to run again: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
@@ -294,11 +297,18 @@ func TestRedeliverOutstanding(t *testing.T) {
 		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
 	}
 	// 1 and 3 again at once, in stream order with 2 (acknowledged above the
-	// floor: delivered again too), before 4.
-	if got := fetch(4); fmt.Sprint(got) != "[1 2 3 4]" {
+	// floor: delivered again too), before 4. 3 is handed back.
+	if got := fetch(4, 3); fmt.Sprint(got) != "[1 2 3 4]" {
 		t.Fatalf("after the reset: %v, want [1 2 3 4]", got)
 	}
-	if got := fetch(1); len(got) != 0 {
+	// 3 redelivered: now a retry is outstanding.
+	if got := fetch(1, 0); fmt.Sprint(got) != "[3]" {
+		t.Fatalf("after handing 3 back: %v, want [3]", got)
+	}
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100); !errors.Is(err, jetstream.ErrRetriesOutstanding) || n != 3 {
+		t.Fatalf("with 3 redelivered outstanding: %d, %v; want 3 outstanding, ErrRetriesOutstanding", n, err)
+	}
+	if got := fetch(1, 0); len(got) != 0 {
 		t.Fatalf("then: %v, want nothing", got)
 	}
 }
