@@ -208,27 +208,24 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 
 func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-// A process that knows every other one gone since a time (the embedded
-// server's data_dir lock: Options.OthersGoneBefore) does not wait out the
-// leases they claimed before it: the in-doubt event's redelivery takes its
-// subject over at once, another event of the subject waits for it as in
-// doubt. A lease claimed after that time is waited for. (After a kill -9 and
-// a restart, every worker waited out a dead process's leases, 32 s by
-// default, and the subjects they held up with them: TestKill9RestartKeepsEachSubjectsOrder
-// in e2e/.)
+// A process that knows a lease's owner gone (the embedded server's
+// data_dir lock: Options.Gone) does not wait out its lease: the in-doubt
+// event's redelivery takes its subject over at once, another event of the
+// subject waits for it as in doubt. A lease of an owner not known gone (a
+// CLI's) is waited for. (After a kill -9 and a restart, every worker waited
+// out a dead process's leases, 32 s by default, and the subjects they held
+// up with them: TestKill9RestartKeepsEachSubjectsOrder in e2e/.)
 func TestLeasesOfProcessesGoneAreNotWaitedFor(t *testing.T) {
 	for _, gone := range []bool{true, false} {
-		t.Run(map[bool]string{true: "claimed before", false: "claimed after"}[gone], func(t *testing.T) {
+		t.Run(map[bool]string{true: "owner gone", false: "owner not known gone"}[gone], func(t *testing.T) {
 			s := newSeqEnv(t)
 			fx := jetstream.NewEffects(s.env.Conn)
 			d := ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"}
 			s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, d)
 			s.advance(time.Second) // well inside d's lease (a minute)
-			since := s.now()
-			if !gone {
-				since = since.Add(-time.Hour)
-			}
-			b := s.procWith("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, func(o *consumer.Options) { o.OthersGoneBefore = since })
+			b := s.procWith("b", fx, &auditLog{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, func(o *consumer.Options) {
+				o.Gone = func(owner string) bool { return gone && owner == "a" }
+			})
 			// The fake clock stands still: waiting for the lease would last
 			// until ctx ends.
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)

@@ -63,15 +63,16 @@ type Options struct {
 	// publish reads a GRANTS subject the mark has no sequence for (see
 	// sequenced.go). 0 = all of it.
 	Horizon time.Duration
-	// OthersGoneBefore: every other process that claimed a lease before
-	// this time is gone (the embedded server's data_dir lock has kept
-	// other processes out since; zero: no such knowledge, as on a
-	// cluster). Such a lease (claimed at its Until minus LeaseTTL) is not
-	// waited for: its event is in doubt at once, and its redelivery, not
-	// the lease's expiry, settles the subject. After a kill -9 every
-	// worker waited out a dead process's leases (LeaseTTL), the subjects
-	// they held up included.
-	OthersGoneBefore time.Time
+	// Gone reports whether the process that claimed a lease is known to be
+	// gone, though its lease has not expired (nil: none is known). On the
+	// embedded server only one serve runs at a time (data_dir's lock), so
+	// another serve's lease is a dead one's; a CLI's (replay, dlq replay,
+	// connected to the running serve) is not. Such a lease is not waited
+	// for: its event is in doubt at once, and its redelivery, not the
+	// lease's expiry, settles the subject. After a kill -9 every worker
+	// waited out a dead process's leases (LeaseTTL), the subjects they held
+	// up included.
+	Gone func(owner string) bool
 }
 
 // Processor applies events once, in watermark order per subject. Process
@@ -610,12 +611,12 @@ func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
 }
 
 // leaseLive reports whether l is another process's lease that may still
-// be applying its event (see Options.OthersGoneBefore).
+// be applying its event (see Options.Gone).
 func (p *Processor) leaseLive(l *Lease, now time.Time) bool {
 	if l.Owner == p.opts.Owner || !now.Before(l.Until) {
 		return false
 	}
-	return p.opts.OthersGoneBefore.IsZero() || !l.Until.Add(-p.opts.LeaseTTL).Before(p.opts.OthersGoneBefore)
+	return p.opts.Gone == nil || !p.opts.Gone(l.Owner)
 }
 
 // waitAtHead lets an event that has to wait, untried, keep its place: under

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -73,6 +74,10 @@ func grantsWindow(cfg *config.Config) time.Duration {
 // field, so every event has account.value.
 func oneAccount(a config.Account) bool { return a.Header == "" && a.JSON == "" }
 
+// servePrefix starts the lease owners of serve's consumer (a CLI's have
+// none): on the embedded server another serve's lease is a dead one's.
+const servePrefix = "serve@"
+
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()
@@ -117,10 +122,12 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	// On a cluster the server outlives this instance, and a standby takes
 	// over: what a stop hands back must be queued for redelivery at once.
 	o.PlainStopHandBack = external
+	o.Owner = servePrefix + o.Owner
 	if !external {
-		// data_dir's lock: the leases other processes hold now are a
+		// data_dir's lock: only one serve at a time; another's lease is a
 		// dead one's.
-		o.OthersGoneBefore = time.Now()
+		self := o.Owner
+		o.Gone = func(owner string) bool { return owner != self && strings.HasPrefix(owner, servePrefix) }
 	}
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
