@@ -283,11 +283,14 @@ func (d delivery) InProgress() error                  { return d.m.InProgress() 
 // (ErrRetriesOutstanding: its attempts toward consumer.max_deliver would
 // start over, and an event failing for good could be retried at every
 // restart, never dead-lettered), or when more than maxAgain events lie
-// between the ack floor and the last delivery (ErrTooFarBehind). It returns
+// between the ack floor and the last delivery, or the first of them was
+// stored before storedSince (ErrTooFarBehind: an event settled longer ago
+// than dedup.horizon is no longer remembered as applied, and under
+// ordering none would apply again). It returns
 // how many deliveries were outstanding and the first stream sequence
 // delivered again (0, 0 when nothing was outstanding or the consumer does
 // not exist yet).
-func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64) (outstanding int, from uint64, err error) {
+func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64, storedSince time.Time) (outstanding int, from uint64, err error) {
 	// The callers' ctx has no deadline; a server that never answers (a
 	// consumer leader moving) must not keep the consumer from starting.
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -308,6 +311,21 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64) (outsta
 	}
 	if again := info.Delivered.Stream - info.AckFloor.Stream; again > maxAgain {
 		return info.NumAckPending, 0, fmt.Errorf("%w: %d events between the ack floor (%d) and the last delivery, more than %d", ErrTooFarBehind, again, info.AckFloor.Stream, maxAgain)
+	}
+	// Every event above the floor was stored after the first one, and
+	// settled after it was stored.
+	st, err := c.JS.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return 0, 0, classify("stream info", err)
+	}
+	first, err := st.GetMsg(ctx, info.AckFloor.Stream+1)
+	switch {
+	case errors.Is(err, js.ErrMsgNotFound):
+		return info.NumAckPending, 0, fmt.Errorf("%w: stream sequence %d, above the ack floor, is gone", ErrTooFarBehind, info.AckFloor.Stream+1)
+	case err != nil:
+		return 0, 0, classify("read the first event above the ack floor", err)
+	case first.Time.Before(storedSince):
+		return info.NumAckPending, 0, fmt.Errorf("%w: the first event above the ack floor was stored at %s, before %s", ErrTooFarBehind, first.Time.UTC().Format(time.RFC3339), storedSince.UTC().Format(time.RFC3339))
 	}
 	resp, err := c.NC.RequestWithContext(ctx, "$JS.API.CONSUMER.RESET."+StreamWebhooks+"."+DurableApply, nil)
 	if err != nil {

@@ -235,12 +235,13 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 // RedeliverOutstanding: deliveries fetched and never settled (their
 // process died) are due again at once, from the ack floor in stream order,
 // not after the ack wait; with nothing outstanding, or no consumer yet, it
-// does nothing; nor with too many settled events above the floor, or a
-// redelivery outstanding (its attempts would start over).
+// does nothing; nor with too many settled events above the floor, or ones
+// stored too long ago, or a redelivery outstanding (its attempts would
+// start over).
 func TestRedeliverOutstanding(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100); err != nil || n != 0 {
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 0 {
 		t.Fatalf("no consumer yet: %d outstanding, %v; want 0, nil", n, err)
 	}
 	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
@@ -289,10 +290,15 @@ func TestRedeliverOutstanding(t *testing.T) {
 		t.Fatalf("first fetch: %v", got)
 	}
 	// Three events from the floor to the last delivery: more than allowed.
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 2); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 2, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
 		t.Fatalf("with at most 2 to run again: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
 	}
-	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3)
+	// The first event above the floor stored before the given time: too
+	// old to run again (settled ones may be forgotten as applied).
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3, time.Now().Add(time.Hour)); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
+		t.Fatalf("with events stored before the bound: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
+	}
+	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3, time.Now().Add(-time.Hour))
 	if err != nil || n != 2 || from != 1 {
 		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
 	}
@@ -305,7 +311,7 @@ func TestRedeliverOutstanding(t *testing.T) {
 	if got := fetch(1, 0); fmt.Sprint(got) != "[3]" {
 		t.Fatalf("after handing 3 back: %v, want [3]", got)
 	}
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100); !errors.Is(err, jetstream.ErrRetriesOutstanding) || n != 3 {
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); !errors.Is(err, jetstream.ErrRetriesOutstanding) || n != 3 {
 		t.Fatalf("with 3 redelivered outstanding: %d, %v; want 3 outstanding, ErrRetriesOutstanding", n, err)
 	}
 	if got := fetch(1, 0); len(got) != 0 {

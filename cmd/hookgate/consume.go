@@ -169,7 +169,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		// The embedded server has one client process (data_dir's lock):
 		// deliveries still outstanding were fetched by a process that is
 		// gone. Run them first.
-		redeliverOutstanding(ctx, conn, opts.MaxAckPending, logger)
+		redeliverOutstanding(ctx, conn, opts.MaxAckPending, cfg.Dedup.Horizon, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
 		src, err := jetstream.OpenSource(ctx, conn, opts)
@@ -191,7 +191,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				// fetched; a delivery that was on its way to it when it
 				// stopped pulling is still outstanding, and would come back
 				// only after the ack wait, behind newer events.
-				redeliverOutstanding(ctx, conn, opts.MaxAckPending, logger)
+				redeliverOutstanding(ctx, conn, opts.MaxAckPending, cfg.Dedup.Horizon, logger)
 			}
 			src, err := jetstream.OpenSource(ctx, conn, opts)
 			if err != nil {
@@ -204,10 +204,12 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 
 // redeliverOutstanding makes the deliveries a previous process fetched and
 // did not settle due at once (jetstream.RedeliverOutstanding), unless more
-// than four windows of deliveries (maxAckPending each) would run again. A
-// failure is logged: the deliveries still come back after the ack wait.
-func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, logger *slog.Logger) {
-	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending))
+// than four windows of deliveries (maxAckPending each) would run again, or
+// events stored more than half the horizon ago (settled ones must still be
+// remembered as applied when they come again). A failure is logged: the
+// deliveries still come back after the ack wait.
+func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, horizon time.Duration, logger *slog.Logger) {
+	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending), time.Now().Add(-horizon/2))
 	if err != nil {
 		logger.Warn("deliveries a stopped process had fetched come back after the ack wait",
 			slog.Int("outstanding", n), slog.String("error", err.Error()))
