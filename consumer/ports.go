@@ -113,9 +113,11 @@ type Message struct {
 	// waits counts the times Process kept m so far. A kept event is run
 	// again every handBackDelay while its subject waits (up to the in-doubt
 	// wait, 80 s by default): its first wait is logged and counted, the
-	// runs that find it still waiting are not (a crash left a line a
-	// second per subject in doubt, and a retry in the metrics each).
-	waits int
+	// runs that find it still waiting for the same reason (lastRetry) are
+	// not (a crash left a line a second per subject in doubt, and a retry
+	// in the metrics each).
+	waits     int
+	lastRetry string
 }
 
 // kept reports whether Process asked Run to keep m (Message.parkable).

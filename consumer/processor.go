@@ -212,7 +212,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 	if out.transient {
 		p.waitAtHead(m, "")
 	}
-	if !(out.Decision == Retry && m.waits > 1) {
+	if !(out.Decision == Retry && m.kept() && m.waits > 1) {
 		// Not a run that found a kept event still waiting (Message.waits).
 		p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	}

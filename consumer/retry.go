@@ -23,11 +23,13 @@ func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
 func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 	if !counted {
 		// Infrastructure trouble: Process tries again in place first. A
-		// kept event found still waiting said so when it was first kept.
+		// kept event found still waiting for the same reason said so when
+		// it was first kept.
 		level := slog.LevelWarn
-		if m.waits > 0 {
+		if m.waits > 0 && err.Error() == m.lastRetry {
 			level = slog.LevelDebug
 		}
+		m.lastRetry = err.Error()
 		p.log.LogAttrs(context.Background(), level, "event not decided yet", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 			slog.Int("deliveries", m.Deliveries), slog.String("error", err.Error()))
 		return Outcome{Decision: Retry, Reason: err.Error(), transient: true}
