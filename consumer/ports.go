@@ -118,6 +118,10 @@ type Message struct {
 	// in the metrics each).
 	waits     int
 	lastRetry string
+	// effectsRan: the event's effects ran (in this delivery, or found
+	// applied by an earlier one); a panic after that is not a failure
+	// (Processor.panicked).
+	effectsRan bool
 }
 
 // kept reports whether Process asked Run to keep m (Message.parkable).

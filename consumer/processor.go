@@ -397,6 +397,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 		}
 		settled = seen
+		m.effectsRan = m.effectsRan || seen
 	}
 	if !settled {
 		if p.crashAt(stepBeforeEffects, m.Event.Key) {
@@ -427,6 +428,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			return p.failed(ctx, m, err)
 		}
 
+		m.effectsRan = true
 		if p.crashAt(stepAfterEffects, m.Event.Key) {
 			return crashed
 		}
@@ -600,34 +602,22 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 // or in an Effect) as a failed attempt, logged with its stack: retried
 // with backoff, then dead-lettered with the panic as the reason, like an
 // effect's error. A lease it claimed is left to expire, as after a crash
-// (its effects may have run). If its effects did run (the panic came
-// after them: remembering the key, the commit), it is applied, only not
-// committed: it is retried, never dead-lettered, and its redelivery
-// settles it (a lease naming its key, settleOwn). Unrecovered, an event
-// that panics every time stopped the process, gateway included, at each
-// of its deliveries, and was never dead-lettered.
+// (its effects may have run). If its effects had run (the panic came
+// after them: remembering the key, the commit; Message.effectsRan), it is
+// applied, only not committed: it is retried, never dead-lettered, and its
+// redelivery settles it. It looks nothing up: the code that panicked may
+// be the lookup, and a panic here would stop the process. Unrecovered, an
+// event that panics every time stopped the process, gateway included, at
+// each of its deliveries, and was never dead-lettered.
 func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
 	m.waitFor, m.waitUntil = "", time.Time{}
 	p.log.Error("panic while processing an event", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 		slog.Int("deliveries", m.Deliveries), slog.String("panic", fmt.Sprint(r)), slog.String("stack", string(debug.Stack())))
-	ctx = context.WithoutCancel(ctx)
 	err := fmt.Errorf("panic: %v", r)
-	if applied, serr := p.appliedAnywhere(ctx, m.Event); serr != nil || applied {
+	if m.effectsRan {
 		return p.retry(m, err, true) // counted for the backoff; never dead-lettered
 	}
-	return p.failed(ctx, m, err)
-}
-
-// appliedAnywhere reports whether ev's key is remembered as applied, or
-// its GRANTS message is there (published, the key not remembered yet).
-func (p *Processor) appliedAnywhere(ctx context.Context, ev Event) (bool, error) {
-	seen, err := p.seen(ctx, ev)
-	if err == nil && !seen && p.memory[ev.Provider] == nil { // seen searched GRANTS already
-		if rule, ok := p.rules[ev.Provider]; ok {
-			seen, err = p.inGrants(ctx, rule, ev)
-		}
-	}
-	return seen, err
+	return p.failed(context.WithoutCancel(ctx), m, err)
 }
 
 // leaseLive reports whether l is another process's lease that may still
