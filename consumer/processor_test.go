@@ -317,51 +317,6 @@ func TestPanickingEffectIsAFailedAttempt(t *testing.T) {
 	}
 }
 
-// A panic after the effects ran (here in the commit of the mark, the GRANTS
-// message published) leaves the event applied, only not committed: it is
-// retried, not dead-lettered even with no attempts left, and its
-// redelivery settles it. (Found by review: counted as a failed attempt, it
-// was dead-lettered while in GRANTS, against "a dead-lettered event is not
-// published".)
-func TestPanicAfterTheEffectsIsNotDeadLettered(t *testing.T) {
-	env := jstest.Start(t, "")
-	audit := &auditLog{}
-	fx := jetstream.NewEffects(env.Conn)
-	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
-		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: fx},
-	}}}
-	marks := &panicOnCommit{Watermarks: env.Marks, key: "k-bug"}
-	proc := consumer.NewProcessor(rules, marks, env.Applied, fx, audit, slog.New(slog.NewTextHandler(io.Discard, nil)), nil,
-		consumer.Options{Owner: "a", MaxDeliver: 1, Backoff: []time.Duration{50 * time.Millisecond}, LeaseTTL: time.Second})
-	store(t, env, ev{"k-bug", "G-1", "2026-11-30T10:00:00Z", "a"})
-	start(t, env, proc, 2)
-	waitSettled(t, env)
-	if !marks.panicked.Load() {
-		t.Fatal("the commit never panicked")
-	}
-	if g, dead := grants(t, env), audit.count(event.DecisionDeadLettered); !slices.Equal(g, []string{"grants.grants.G-1.a k-bug"}) || dead != 0 {
-		t.Fatalf("GRANTS %v, %d dead-lettered; want k-bug published once, not dead-lettered", g, dead)
-	}
-	if mk := mark(t, env, "G-1"); !slices.Contains(mk.Keys, "k-bug") || mk.Lease != nil {
-		t.Fatalf("mark %+v: want k-bug committed, no lease", mk)
-	}
-}
-
-// panicOnCommit is a watermark store whose first commit of key's mark
-// (lease cleared, key taken in) panics.
-type panicOnCommit struct {
-	consumer.Watermarks
-	key      string
-	panicked atomic.Bool
-}
-
-func (s *panicOnCommit) Put(ctx context.Context, k string, m consumer.Mark, rev uint64) (uint64, error) {
-	if m.Lease == nil && slices.Contains(m.Keys, s.key) && s.panicked.CompareAndSwap(false, true) {
-		panic("a bug in the commit of " + s.key)
-	}
-	return s.Watermarks.Put(ctx, k, m, rev)
-}
-
 // firstLetter is the headers of DLQ's first message.
 func firstLetter(t *testing.T, env *jstest.Env) nats.Header {
 	t.Helper()
