@@ -242,3 +242,40 @@ func TestLeasesOfProcessesGoneAreNotWaitedFor(t *testing.T) {
 		})
 	}
 }
+
+// A worker that meets another live holder's lease on a subject waits in
+// place only a while (leaseWaitInPlace), then keeps the event at its
+// subject's head and takes other subjects: here one worker, a subject held
+// by a lease that outlives the test (the clock stands still), and an event
+// of another subject behind it, which applies. (Waiting in place, as many
+// subjects held elsewhere as workers held up every subject, up to the
+// lease time.)
+func TestRunWorkerNotHeldByAnotherHoldersLease(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
+	audit := &auditLog{}
+	b := s.proc("b", fx, audit)
+	log := &settleLog{}
+	msg := func(x ev, seq uint64) *consumer.Message {
+		e := s.event(t, x)
+		e.Seq = seq
+		return &consumer.Message{Event: e, Deliveries: 1, Delivery: orderedDelivery{x.key, log}}
+	}
+	src := newList(msg(ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"}, 2), msg(ev{"f", "G-2", "2026-11-30T11:00:00Z", "a"}, 3))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx, src, 1) }()
+	waitFor(t, "f applied while e waits for a's lease", func() bool { return audit.count("applied") == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// e was kept, never run beside a's lease: handed back at the stop.
+	if got := strings.Join(log.all(), ","); got != "f ack,e nak" {
+		t.Fatalf("settled: %s, want f ack,e nak", got)
+	}
+	if g := s.applied(t); strings.Join(g, ",") != "grants.grants.G-1.a d,grants.grants.G-2.a f" {
+		t.Fatalf("GRANTS = %v, want a's d and f", g)
+	}
+}

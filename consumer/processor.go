@@ -272,10 +272,11 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 	ev := m.Event
 	key := LeaseKey(ev)
 	var (
-		mark     Mark
-		rev      uint64
-		tookOver bool // the lease we claimed already named our key
-		guessed  bool // no mark read or cached: guessed absent (newGuess)
+		mark        Mark
+		rev         uint64
+		tookOver    bool      // the lease we claimed already named our key
+		guessed     bool      // no mark read or cached: guessed absent (newGuess)
+		waitedSince time.Time // first wait for another holder's lease
 	)
 	for first := true; ; first = false {
 		// The cached mark only ever leads to the lease claim below (its
@@ -320,7 +321,21 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		now := p.opts.Now()
 		if l := mark.Lease; l != nil && p.leaseLive(l, now) {
 			// Another instance is applying an event of this subject. Wait
-			// for it (bounded by its lease) rather than run beside it.
+			// for it (bounded by its lease) rather than run beside it: in
+			// place for a while (most holders commit within milliseconds),
+			// then, under Run, at the head of the subject (at once when it
+			// was kept before), so the worker takes other subjects meanwhile
+			// (as many leases held elsewhere as workers held up every
+			// subject, up to LeaseTTL).
+			if waitedSince.IsZero() {
+				waitedSince = time.Now()
+			}
+			if m.parkable && !m.stopping() && (m.waits > 0 || time.Since(waitedSince) >= leaseWaitInPlace) {
+				out := p.retry(m, fmt.Errorf("subject held by the lease of %s", l.Owner), false)
+				out.transient = false
+				p.waitAtHead(m, "")
+				return out
+			}
 			if err := p.waitLease(ctx, m, l.Until); err != nil {
 				return p.retry(m, err, false)
 			}
@@ -573,6 +588,10 @@ func advance(mark Mark, ev Event, watermark bool) Mark {
 	}
 	return next
 }
+
+// leaseWaitInPlace is how long a worker waits in place for another holder's
+// lease before it keeps the event at its subject's head instead.
+const leaseWaitInPlace = time.Second
 
 // errStopping: the Run that delivered the event is stopping; the event,
 // whose effects have not started, goes back to the stream.
