@@ -279,3 +279,20 @@ func TestRunWorkerNotHeldByAnotherHoldersLease(t *testing.T) {
 		t.Fatalf("GRANTS = %v, want a's d and f", g)
 	}
 }
+
+// Replay and dlq replay run one event at a time, outside Run (ProcessOnce,
+// nothing to keep the event for them): they still wait for another
+// holder's live lease in place, until it ends or their ctx does.
+func TestProcessOnceWaitsForALiveLeaseInPlace(t *testing.T) {
+	s := newSeqEnv(t)
+	fx := jetstream.NewEffects(s.env.Conn)
+	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
+	b := s.proc("b", fx, &auditLog{})
+	// The fake clock stands still: a's lease outlives ctx.
+	ctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+	defer cancel()
+	out := b.ProcessOnce(ctx, s.event(t, ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"}), 1)
+	if out.Decision != consumer.Retry || !strings.Contains(out.Reason, context.DeadlineExceeded.Error()) {
+		t.Fatalf("%+v; want a retry when ctx ended, after waiting in place", out)
+	}
+}
