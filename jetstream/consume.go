@@ -278,15 +278,15 @@ func (d delivery) InProgress() error                  { return d.m.InProgress() 
 // have applied and turned them stale.
 //
 // The price: events settled above the floor run again (applied ones are
-// found already applied), and the redelivery counts start over. So it
-// does nothing when an outstanding delivery is a redelivery already
-// (ErrRetriesOutstanding: its attempts toward consumer.max_deliver would
-// start over, and an event failing for good could be retried at every
-// restart, never dead-lettered), or when more than maxAgain events lie
-// between the ack floor and the last delivery, or the first of them was
-// stored before storedSince (ErrTooFarBehind: an event settled longer ago
-// than dedup.horizon is no longer remembered as applied, and under
-// ordering none would apply again). It returns
+// found already applied), and the redelivery counts start over (an event
+// being retried gets its consumer.max_deliver attempts anew: refusing
+// while any redelivery was outstanding left the fix out of most
+// handovers, a CI run lost 2 of 1324 events to it). So it does nothing
+// when more than maxAgain events lie between the ack floor and the last
+// delivery, or the first of them was stored before storedSince
+// (ErrTooFarBehind: an event settled longer ago than dedup.horizon is no
+// longer remembered as applied, and under ordering none would apply
+// again). It returns
 // how many deliveries were outstanding and the first stream sequence
 // delivered again (0, 0 when nothing was outstanding or the consumer does
 // not exist yet).
@@ -305,9 +305,6 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64, storedS
 	info := cons.CachedInfo()
 	if info.NumAckPending == 0 {
 		return 0, 0, nil
-	}
-	if info.NumRedelivered > 0 {
-		return info.NumAckPending, 0, fmt.Errorf("%w: %d of the %d outstanding", ErrRetriesOutstanding, info.NumRedelivered, info.NumAckPending)
 	}
 	if again := info.Delivered.Stream - info.AckFloor.Stream; again > maxAgain {
 		return info.NumAckPending, 0, fmt.Errorf("%w: %d events between the ack floor (%d) and the last delivery, more than %d", ErrTooFarBehind, again, info.AckFloor.Stream, maxAgain)

@@ -236,8 +236,7 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 // process died) are due again at once, from the ack floor in stream order,
 // not after the ack wait; with nothing outstanding, or no consumer yet, it
 // does nothing; nor with too many settled events above the floor, or ones
-// stored too long ago, or a redelivery outstanding (its attempts would
-// start over).
+// stored too long ago.
 func TestRedeliverOutstanding(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
@@ -307,12 +306,16 @@ func TestRedeliverOutstanding(t *testing.T) {
 	if got := fetch(4, 3); fmt.Sprint(got) != "[1 2 3 4]" {
 		t.Fatalf("after the reset: %v, want [1 2 3 4]", got)
 	}
-	// 3 redelivered: now a retry is outstanding.
+	// 3 redelivered: a retry outstanding too. A reset still brings every
+	// outstanding delivery back at once, in order.
 	if got := fetch(1, 0); fmt.Sprint(got) != "[3]" {
 		t.Fatalf("after handing 3 back: %v, want [3]", got)
 	}
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); !errors.Is(err, jetstream.ErrRetriesOutstanding) || n != 3 {
-		t.Fatalf("with 3 redelivered outstanding: %d, %v; want 3 outstanding, ErrRetriesOutstanding", n, err)
+	if n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 3 || from != 1 {
+		t.Fatalf("with 3 redelivered outstanding: %d, %d, %v; want 3 outstanding, from 1", n, from, err)
+	}
+	if got := fetch(4, 0); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("after the second reset: %v, want [1 2 3 4]", got)
 	}
 	if got := fetch(1, 0); len(got) != 0 {
 		t.Fatalf("then: %v, want nothing", got)

@@ -33,9 +33,6 @@ var (
 	// ErrTooFarBehind: RedeliverOutstanding left the consumer alone, as
 	// it would run too many settled events again.
 	ErrTooFarBehind = errors.New("too many settled events above the ack floor")
-	// ErrRetriesOutstanding: RedeliverOutstanding left the consumer alone,
-	// as redeliveries are outstanding, whose attempt counts it would reset.
-	ErrRetriesOutstanding = errors.New("redeliveries outstanding")
 )
 
 // JetStream error codes this package reacts to (nats-server's
