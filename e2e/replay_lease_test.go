@@ -2,12 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -54,23 +51,7 @@ func TestReplayCLILeaseSurvivesServeRestart(t *testing.T) {
 		}
 	}))
 	t.Cleanup(target.Close)
-	dir := t.TempDir()
-	port := freePort(t)
-	cfg := filepath.Join(dir, "hookgate.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, `http: { listen: "127.0.0.1:0" }
-nats: { embedded: { data_dir: %q, listen: "127.0.0.1:%d", token: %q } }
-consumer: { workers: 2, backoff: [10m] }
-providers:
-  grants:
-    signature: { scheme: standard-webhooks, secrets: [%q] }
-    subject: "json:/grant_id"
-    occurred_at: "json:/occurred_at"
-    type: "json:/type"
-    effects:
-      forward: { url: %q, timeout: 15s }
-`, filepath.Join(dir, "data"), port, natsToken, grantsSecret, target.URL), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := forwardingConfig(t, "{ workers: 2, backoff: [10m] }", target.URL, "15s")
 	hg := start(t, cfg)
 	body := []byte(`{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
 	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "k1", body), body), 200, "status", "accepted")

@@ -80,12 +80,20 @@ func newSlowReceiverRig(t *testing.T) *slowReceiverRig {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(target.Close)
+	r.cfg = forwardingConfig(t, "{ workers: 4 }", target.URL, "2s")
+	return r
+}
+
+// forwardingConfig writes the config of an embedded hookgate (NATS on
+// loopback with natsToken) whose provider grants forwards to url, with
+// the consumer block given, and returns its path.
+func forwardingConfig(t *testing.T, consumer, url, timeout string) string {
+	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
-	r.cfg = filepath.Join(dir, "hookgate.yaml")
-	if err := os.WriteFile(r.cfg, fmt.Appendf(nil, `http: { listen: "127.0.0.1:0" }
+	path := filepath.Join(dir, "hookgate.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, `http: { listen: "127.0.0.1:0" }
 nats: { embedded: { data_dir: %q, listen: "127.0.0.1:%d", token: %q } }
-consumer: { workers: 4 }
+consumer: %s
 providers:
   grants:
     signature: { scheme: standard-webhooks, secrets: [%q] }
@@ -93,11 +101,11 @@ providers:
     occurred_at: "json:/occurred_at"
     type: "json:/type"
     effects:
-      forward: { url: %q, timeout: 2s }
-`, filepath.Join(dir, "data"), port, natsToken, grantsSecret, target.URL), 0o600); err != nil {
+      forward: { url: %q, timeout: %s }
+`, filepath.Join(dir, "data"), freePort(t), natsToken, consumer, grantsSecret, url, timeout), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return path
 }
 
 func (r *slowReceiverRig) delivered() []string {

@@ -311,16 +311,12 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64, storedS
 	}
 	// Every event above the floor was stored after the first one, and
 	// settled after it was stored.
-	st, err := c.JS.Stream(ctx, StreamWebhooks)
-	if err != nil {
-		return 0, 0, classify("stream info", err)
-	}
-	first, err := st.GetMsg(ctx, info.AckFloor.Stream+1)
+	first, err := GetMsg(ctx, c, StreamWebhooks, info.AckFloor.Stream+1)
 	switch {
-	case errors.Is(err, js.ErrMsgNotFound):
+	case errors.Is(err, ErrNotFound):
 		return info.NumAckPending, 0, fmt.Errorf("%w: stream sequence %d, above the ack floor, is gone", ErrTooFarBehind, info.AckFloor.Stream+1)
 	case err != nil:
-		return 0, 0, classify("read the first event above the ack floor", err)
+		return 0, 0, fmt.Errorf("read the first event above the ack floor: %w", err)
 	case first.Time.Before(storedSince):
 		return info.NumAckPending, 0, fmt.Errorf("%w: the first event above the ack floor was stored at %s, before %s", ErrTooFarBehind, first.Time.UTC().Format(time.RFC3339), storedSince.UTC().Format(time.RFC3339))
 	}

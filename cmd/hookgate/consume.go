@@ -125,9 +125,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	o.Owner = servePrefix + o.Owner
 	if !external {
 		// data_dir's lock: only one serve at a time; another's lease is a
-		// dead one's.
-		self := o.Owner
-		o.Gone = func(owner string) bool { return owner != self && strings.HasPrefix(owner, servePrefix) }
+		// dead one's (its own is never waited for).
+		o.Gone = func(owner string) bool { return strings.HasPrefix(owner, servePrefix) }
 	}
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
