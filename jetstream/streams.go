@@ -28,8 +28,12 @@ type Limits struct {
 // StreamsConfig is what Provision needs from the config.
 type StreamsConfig struct {
 	Replicas    int
-	Horizon     time.Duration // WEBHOOKS duplicate window
+	Horizon     time.Duration // WEBHOOKS duplicate window (see KeyIndex)
 	DedupWindow time.Duration // DLQ duplicate window
+	// KeyIndex: the gateway keeps WEBHOOKS's keys over the horizon in a
+	// KeyIndex (the embedded server, one writer), so WEBHOOKS's own
+	// duplicate window is DedupWindow instead of Horizon.
+	KeyIndex bool
 	// GrantsWindow is GRANTS's duplicate window: dedup.window when every
 	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
 	// 0 means Horizon.
@@ -62,8 +66,10 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			MaxBytes:   c.Webhooks.MaxBytes,
 			MaxMsgSize: c.MaxMsgSize,
 			// The duplicate window is the whole dedup horizon: the
-			// event and its key are one write (see Publisher).
-			Duplicates: c.Horizon,
+			// event and its key are one write (see Publisher). With a
+			// KeyIndex it is dedup.window: the index holds the keys
+			// beyond it, read from this stream (see KeyIndex).
+			Duplicates: webhooksWindow(c),
 			// Deletes would make the server forget a key at restart.
 			DenyDelete: true,
 			DenyPurge:  true,
@@ -181,6 +187,13 @@ func sameUpdatable(have, want js.StreamConfig) bool {
 		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
 		have.Replicas == want.Replicas && have.Discard == want.Discard &&
 		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
+}
+
+func webhooksWindow(c StreamsConfig) time.Duration {
+	if c.KeyIndex && c.DedupWindow > 0 && c.DedupWindow < c.Horizon {
+		return c.DedupWindow
+	}
+	return c.Horizon
 }
 
 func grantsWindow(c StreamsConfig) time.Duration {

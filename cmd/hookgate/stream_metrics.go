@@ -54,3 +54,28 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// keyIndexCollector reports the gateway's key index (embedded server).
+type keyIndexCollector struct {
+	keys         *jetstream.KeyIndex
+	size, behind *prometheus.Desc
+}
+
+func newKeyIndexCollector(k *jetstream.KeyIndex) *keyIndexCollector {
+	return &keyIndexCollector{
+		keys:   k,
+		size:   prometheus.NewDesc("hookgate_key_index_keys", "Keys the gateway's key index holds (accepted within dedup.horizon).", nil, nil),
+		behind: prometheus.NewDesc("hookgate_key_index_behind_seconds", "How long a stored event has waited to enter the key index; past half of dedup.window new events get 503.", nil, nil),
+	}
+}
+
+func (c *keyIndexCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.behind
+}
+
+func (c *keyIndexCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.keys.Stats()
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Keys))
+	ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, st.Behind.Seconds())
+}

@@ -27,6 +27,7 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 	return jetstream.StreamsConfig{
 		Replicas:     cfg.NATS.Replicas,
 		Horizon:      cfg.Dedup.Horizon,
+		KeyIndex:     cfg.NATS.URL == "",
 		GrantsWindow: grantsWindow(cfg),
 		DedupWindow:  cfg.Dedup.Window,
 		MaxMsgSize:   int32(cfg.HTTP.MaxBodyBytes + headerRoom),

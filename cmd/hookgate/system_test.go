@@ -145,7 +145,8 @@ func testSystem(t *testing.T, yaml string) *system {
 // publishes does so the sequenced way (watermark ordering, a template
 // naming {provider}, {subject}, and {account} unless the account is a
 // constant); one that does not needs the horizon-long window.
-// WEBHOOKS keeps the horizon either way.
+// WEBHOOKS, on the embedded server, keeps dedup.window either way: the
+// gateway's key index holds the keys over the horizon (jetstream.KeyIndex).
 func TestGrantsWindow(t *testing.T) {
 	const (
 		ordered = `a: { signature: { scheme: stripe, secrets: [x] }, subject: "json:/g", occurred_at: "json:/t" }` // watermark, default template
@@ -171,7 +172,7 @@ func TestGrantsWindow(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := testSystem(t, "providers: {"+c.providers+"}\n")
-			for stream, want := range map[string]time.Duration{"GRANTS": c.want, "WEBHOOKS": s.cfg.Dedup.Horizon} {
+			for stream, want := range map[string]time.Duration{"GRANTS": c.want, "WEBHOOKS": s.cfg.Dedup.Window} {
 				st, err := s.conn.JS.Stream(t.Context(), stream)
 				if err != nil {
 					t.Fatal(err)

@@ -1,0 +1,347 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookgate/hookgate/keyindex"
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+)
+
+// KeyIndexOptions configure OpenKeyIndex.
+type KeyIndexOptions struct {
+	// Path of the snapshot file (in the embedded server's data_dir).
+	Path string
+	// Horizon: how long a key stays a duplicate.
+	Horizon time.Duration
+	// Window is WEBHOOKS's own duplicate window (dedup.window): it covers
+	// the events the index has not learnt yet. When the index falls
+	// behind the stream by half of it, new events are refused (503)
+	// until it caught up.
+	Window time.Duration
+	// SnapshotEvery: how often Run writes a snapshot when keys were added
+	// (0: 2 minutes). A restart after a crash reads back what came after
+	// the last one.
+	SnapshotEvery time.Duration
+	Log           *slog.Logger
+}
+
+// KeyIndex keeps the keys of WEBHOOKS's events within the dedup horizon in
+// memory (keyindex.Index), in step with the stream, and saves it to a
+// snapshot file so that a restart reads back only what came after it.
+// With it, WEBHOOKS's own duplicate window can be dedup.window instead of
+// the horizon: the server's map of message ids is rebuilt at every start
+// by reading each message inside its window (about 60 s at 10 M events),
+// and costs 150-180 bytes per key; the index loads from its snapshot and
+// costs about 40.
+//
+// Used on the embedded server, whose single serve process (the data_dir
+// lock) is WEBHOOKS's only writer; events written by anyone else are read
+// back from the stream like events whose ack was lost.
+//
+// Safe for concurrent use.
+type KeyIndex struct {
+	c        *Conn
+	o        KeyIndexOptions
+	idx      *keyindex.Index
+	streamID string
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	saved    uint64    // frontier of the last snapshot
+	savedAt  time.Time // when it was written
+	target   uint64    // a sequence the stream had at targetAt, not yet known
+	targetAt time.Time
+}
+
+// KeyIndexStats says what the index holds.
+type KeyIndexStats struct {
+	Keys     int
+	Frontier uint64
+	// Behind: how long an event already stored has been waiting to be
+	// known (0: none).
+	Behind time.Duration
+}
+
+const keyIndexStreamIDLayout = time.RFC3339Nano
+
+// OpenKeyIndex loads the snapshot at o.Path (or, without a usable one,
+// reads every WEBHOOKS event stored within the horizon) and reads back
+// the events stored after it. It returns once the index knows every event
+// the stream held when it was called. Errors: ErrUnavailable (wrapped)
+// when WEBHOOKS cannot be read.
+func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, error) {
+	if o.SnapshotEvery <= 0 {
+		o.SnapshotEvery = 2 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	s, err := c.JS.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return nil, classify("stream "+StreamWebhooks, err)
+	}
+	info := s.CachedInfo()
+	k := &KeyIndex{c: c, o: o, log: o.Log, streamID: info.Created.UTC().Format(keyIndexStreamIDLayout)}
+	start := time.Now()
+	idx, snap, err := keyindex.ReadFile(o.Path, k.streamID, o.Horizon)
+	switch {
+	case err == nil:
+		k.idx, k.saved, k.savedAt = idx, snap.Frontier, time.Now()
+		k.log.Info("key index snapshot loaded", slog.Int("keys", snap.Keys), slog.Uint64("seq", snap.Frontier),
+			slog.Duration("took", time.Since(start)))
+	case errors.Is(err, fs.ErrNotExist):
+		k.log.Info("no key index snapshot: reading the keys of WEBHOOKS's events within the horizon", slog.Duration("horizon", o.Horizon))
+	default:
+		k.log.Warn("key index snapshot not used: reading the keys of WEBHOOKS's events within the horizon", slog.String("error", err.Error()))
+	}
+	read, err := k.catchUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k.log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),
+		slog.Uint64("seq", k.idx.Frontier()), slog.Duration("took", time.Since(start)))
+	if k.saved == 0 || read > 0 {
+		// A full read is not to be repeated after a crash.
+		if err := k.Snapshot(); err != nil {
+			k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+		}
+	}
+	return k, nil
+}
+
+// catchUp reads the keys of the events after the frontier (or, for a new
+// index, of those stored within the horizon) up to the stream's last one.
+func (k *KeyIndex) catchUp(ctx context.Context) (int, error) {
+	cfg := js.OrderedConsumerConfig{HeadersOnly: true, InactiveThreshold: 10 * time.Second}
+	if k.idx == nil {
+		cfg.DeliverPolicy = js.DeliverByStartTimePolicy
+		since := time.Now().Add(-k.o.Horizon)
+		cfg.OptStartTime = &since
+	} else {
+		cfg.DeliverPolicy = js.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = k.idx.Frontier() + 1
+	}
+	s, err := k.c.JS.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return 0, classify("stream "+StreamWebhooks, err)
+	}
+	last := s.CachedInfo().State.LastSeq
+	if k.idx == nil && last == 0 {
+		k.idx = keyindex.New(k.o.Horizon, 1)
+		return 0, nil
+	}
+	if k.idx != nil && k.idx.Frontier() >= last {
+		return 0, nil
+	}
+	cons, err := k.c.JS.OrderedConsumer(ctx, StreamWebhooks, cfg)
+	if err != nil {
+		return 0, classify("read "+StreamWebhooks, err)
+	}
+	read := 0
+	next := time.Now().Add(10 * time.Second)
+	for {
+		batch, err := cons.Fetch(4096, js.FetchMaxWait(time.Second))
+		if err != nil {
+			return read, classify("read "+StreamWebhooks, err)
+		}
+		got := 0
+		var pending uint64
+		var seq uint64
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				return read, fmt.Errorf("read %s: %w", StreamWebhooks, err)
+			}
+			seq, pending = md.Sequence.Stream, md.NumPending
+			if k.idx == nil {
+				k.idx = keyindex.New(k.o.Horizon, seq)
+			}
+			// The consumer delivers in stream order: a sequence it skipped
+			// does not exist (aged out while hookgate was down).
+			k.idx.SkipTo(seq)
+			if key := m.Headers().Get(nats.MsgIdHdr); key != "" {
+				k.idx.Add(key, seq, md.Timestamp)
+			} else {
+				k.idx.Resolve(seq, md.Timestamp)
+			}
+			got++
+		}
+		read += got
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return read, classify("read "+StreamWebhooks, err)
+		}
+		if got == 0 && k.idx == nil {
+			// Nothing stored within the horizon.
+			k.idx = keyindex.New(k.o.Horizon, last+1)
+		}
+		if (got > 0 && pending == 0) || got == 0 {
+			if got == 0 && k.idx.Frontier() < last {
+				return read, fmt.Errorf("%w: read %s up to %d of %d", ErrUnavailable, StreamWebhooks, k.idx.Frontier(), last)
+			}
+			return read, nil
+		}
+		if time.Now().After(next) {
+			k.log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", seq), slog.Uint64("last", last))
+			next = time.Now().Add(10 * time.Second)
+		}
+		if err := ctx.Err(); err != nil {
+			return read, err
+		}
+	}
+}
+
+// Run keeps the index in step until ctx ends: events stored but not yet
+// known a second after the stream had them (an ack lost to a timeout, a
+// write by another client) are read back; keys past the horizon are
+// dropped; a snapshot is written every SnapshotEvery when keys were added.
+// It returns nil when ctx ends; a failed read or snapshot is logged and
+// tried again.
+func (k *KeyIndex) Run(ctx context.Context) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastExpire := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if err := k.keepUp(ctx); err != nil && ctx.Err() == nil {
+			k.log.Warn("key index: reading back WEBHOOKS", slog.String("error", err.Error()))
+		}
+		if time.Since(lastExpire) >= time.Minute {
+			lastExpire = time.Now()
+			if n := k.idx.Expire(time.Now()); n > 0 {
+				k.log.Debug("key index: keys past the horizon dropped", slog.Int("keys", n))
+			}
+		}
+		k.mu.Lock()
+		due := k.idx.Frontier() > k.saved && time.Since(k.savedAt) >= k.o.SnapshotEvery
+		k.mu.Unlock()
+		if due {
+			if err := k.Snapshot(); err != nil {
+				k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+			}
+		}
+	}
+}
+
+// keepUp reads back the events the stream has had for a second that the
+// index does not know yet.
+func (k *KeyIndex) keepUp(ctx context.Context) error {
+	f := k.idx.Frontier()
+	k.mu.Lock()
+	if k.target != 0 && f >= k.target {
+		k.target = 0
+	}
+	target, at := k.target, k.targetAt
+	k.mu.Unlock()
+	_, gapSince, gap := k.idx.Gap()
+	if (target != 0 && time.Since(at) >= time.Second) || (gap && time.Since(gapSince) >= time.Second) {
+		_, err := k.catchUp(ctx)
+		k.mu.Lock()
+		if k.idx.Frontier() >= k.target {
+			k.target = 0
+		}
+		k.mu.Unlock()
+		return err
+	}
+	if target != 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := k.c.JS.Stream(rctx, StreamWebhooks)
+	if err != nil {
+		return classify("stream "+StreamWebhooks, err)
+	}
+	if last := s.CachedInfo().State.LastSeq; last > f {
+		k.mu.Lock()
+		if k.target == 0 {
+			k.target, k.targetAt = last, time.Now()
+		}
+		k.mu.Unlock()
+	}
+	return nil
+}
+
+// Snapshot writes the index to its file now.
+func (k *KeyIndex) Snapshot() error {
+	snap, err := k.idx.WriteFile(k.o.Path, k.streamID)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.saved, k.savedAt = snap.Frontier, time.Now()
+	k.mu.Unlock()
+	return nil
+}
+
+// Close writes a last snapshot, so that the next start reads nothing back.
+// Call it once the gateway stopped publishing.
+func (k *KeyIndex) Close() error {
+	return k.Snapshot()
+}
+
+// Stats returns what the index holds.
+func (k *KeyIndex) Stats() KeyIndexStats {
+	return KeyIndexStats{Keys: k.idx.Len(), Frontier: k.idx.Frontier(), Behind: k.behind()}
+}
+
+// behind returns how long an event stored in WEBHOOKS has waited to be
+// known to the index.
+func (k *KeyIndex) behind() time.Duration {
+	var d time.Duration
+	f := k.idx.Frontier()
+	k.mu.Lock()
+	if k.target != 0 && f < k.target {
+		d = time.Since(k.targetAt)
+	}
+	k.mu.Unlock()
+	if _, since, ok := k.idx.Gap(); ok {
+		d = max(d, time.Since(since))
+	}
+	return d
+}
+
+// KeyIndexPublisher answers a key the index knows as a duplicate without a
+// write, and publishes the others through Publisher, whose duplicate
+// window covers the events the index has not learnt yet.
+type KeyIndexPublisher struct {
+	pub *Publisher
+	k   *KeyIndex
+}
+
+// Publisher returns a publisher that consults the index first.
+func (k *KeyIndex) Publisher(p *Publisher) *KeyIndexPublisher {
+	return &KeyIndexPublisher{pub: p, k: k}
+}
+
+// Publish is Publisher.Publish with the index in front. It returns
+// ErrUnavailable (wrapped) without publishing when the index has fallen
+// behind the stream by half of its duplicate window: a key stored that
+// long ago and not yet known might be stored again.
+func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResult, error) {
+	if seq, ok := p.k.idx.Lookup(m.Key); ok {
+		return PublishResult{Duplicate: true, Seq: seq}, nil
+	}
+	if b := p.k.behind(); b > p.k.o.Window/2 {
+		return PublishResult{}, fmt.Errorf("%w: the key index has been behind %s for %s", ErrUnavailable, StreamWebhooks, b.Round(time.Millisecond))
+	}
+	res, err := p.pub.Publish(ctx, m)
+	if err == nil {
+		var stored time.Time
+		if !res.Duplicate {
+			stored = time.Now()
+		}
+		p.k.idx.Add(m.Key, res.Seq, stored)
+	}
+	return res, err
+}

@@ -1,0 +1,244 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// keyIndexStreams is testStreams as the embedded serve sets them: WEBHOOKS
+// keeps the server's least duplicate window (100 ms), the index the hour.
+func keyIndexStreams() StreamsConfig {
+	sc := testStreams()
+	sc.KeyIndex, sc.DedupWindow = true, 100*time.Millisecond
+	return sc
+}
+
+func openTestKeyIndex(t *testing.T, c *Conn, dir string) *KeyIndex {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	k, err := OpenKeyIndex(ctx, c, KeyIndexOptions{
+		Path: filepath.Join(dir, "keys.idx"), Horizon: time.Hour, Window: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatalf("open key index: %v", err)
+	}
+	return k
+}
+
+func webhooksMsgs(t *testing.T, c *Conn) uint64 {
+	t.Helper()
+	s, err := c.JS.Stream(t.Context(), StreamWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+func keyMsg(key string) Message {
+	return Message{Subject: "webhooks.p.a", Key: key, Header: nats.Header{"Hookgate-Key": {key}}, Body: []byte(`{}`)}
+}
+
+// waitServerForgot publishes probe (stored once before) with the plain
+// publisher until the server stores it again: its duplicate window has
+// dropped what was stored when probe was.
+func waitServerForgot(t *testing.T, pub *Publisher, probe string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := pub.Publish(t.Context(), keyMsg(probe))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Duplicate {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the server's duplicate window still holds the probe after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The point of the index: a key stays a duplicate after the stream's own
+// window forgot it, within the running process and after a restart, clean
+// or not, without a second stored event.
+func TestKeyIndexKeepsKeysBeyondTheStreamsWindow(t *testing.T) {
+	for _, restart := range []string{"none", "clean", "crash"} {
+		t.Run(restart, func(t *testing.T) {
+			dir := t.TempDir()
+			e, c := startEmbedded(t, dir, keyIndexStreams())
+			k := openTestKeyIndex(t, c, dir)
+			plain := NewPublisher(c, 5*time.Second)
+			pub := k.Publisher(plain)
+			if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
+				t.Fatal(err)
+			}
+			first, err := pub.Publish(t.Context(), keyMsg("p:a:evt:1"))
+			if err != nil || first.Duplicate {
+				t.Fatalf("first publish: %+v, %v", first, err)
+			}
+			waitServerForgot(t, plain, "probe")
+			switch restart {
+			case "clean":
+				if err := k.Close(); err != nil {
+					t.Fatal(err)
+				}
+				fallthrough
+			case "crash": // no snapshot since the open: read back
+				c.Close()
+				e.Shutdown()
+				e, c = startEmbedded(t, dir, keyIndexStreams())
+				k = openTestKeyIndex(t, c, dir)
+				pub = k.Publisher(NewPublisher(c, 5*time.Second))
+			}
+			defer e.Shutdown()
+			defer c.Close()
+			before := webhooksMsgs(t, c)
+			again, err := pub.Publish(t.Context(), keyMsg("p:a:evt:1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !again.Duplicate || again.Seq != first.Seq {
+				t.Fatalf("repeat after the window: %+v, want a duplicate of seq %d", again, first.Seq)
+			}
+			if after := webhooksMsgs(t, c); after != before {
+				t.Fatalf("WEBHOOKS went from %d to %d messages", before, after)
+			}
+		})
+	}
+}
+
+// An event stored without the index seeing its ack (a lost answer, a write
+// by another client) is read back from the stream while Run runs.
+func TestKeyIndexReadsBackEventsItDidNotPublish(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	k := openTestKeyIndex(t, c, dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	plain := NewPublisher(c, 5*time.Second)
+	var last uint64
+	for i := range 5 {
+		res, err := plain.Publish(t.Context(), keyMsg(fmt.Sprintf("p:a:evt:other-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Seq
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for k.Stats().Frontier < last {
+		if time.Now().After(deadline) {
+			t.Fatalf("frontier %d, want %d after 20 s", k.Stats().Frontier, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 5 {
+		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:other-%d", i)); !ok {
+			t.Errorf("key %d not read back", i)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// While an event stored for longer than half the stream's window is not
+// in the index, a new key is refused (503): the server may have forgotten
+// it, and a repeat would be stored twice. Run reads it back and the
+// refusals end.
+func TestKeyIndexRefusesNewKeysWhileBehind(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	k := openTestKeyIndex(t, c, dir)
+	plain := NewPublisher(c, 5*time.Second)
+	pub := k.Publisher(plain)
+	// The plain publisher's event leaves a gap the next indexed publish
+	// shows: its sequence is the frontier's second next.
+	if _, err := plain.Publish(t.Context(), keyMsg("p:a:evt:unseen")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.Publish(t.Context(), keyMsg("p:a:evt:seen")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		_, err := pub.Publish(t.Context(), keyMsg(fmt.Sprintf("p:a:evt:new-%d", i)))
+		if errors.Is(err, ErrUnavailable) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never refused while behind")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = k.Run(ctx) }()
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		_, err := pub.Publish(t.Context(), keyMsg("p:a:evt:after"))
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("after Run: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := k.idx.Lookup("p:a:evt:unseen"); !ok {
+		t.Fatal("the unseen event's key was not read back")
+	}
+}
+
+// A snapshot of a stream that was deleted and created again is not used.
+func TestKeyIndexIgnoresASnapshotOfAnotherStream(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	k := openTestKeyIndex(t, c, dir)
+	if _, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.JS.DeleteStream(t.Context(), StreamWebhooks); err != nil {
+		t.Fatal(err)
+	}
+	if err := Provision(t.Context(), c.JS, keyIndexStreams()); err != nil {
+		t.Fatal(err)
+	}
+	k = openTestKeyIndex(t, c, dir)
+	if _, ok := k.idx.Lookup("p:a:evt:gone"); ok {
+		t.Fatal("a key of the deleted stream is still a duplicate")
+	}
+}
+
+func TestWebhooksWindow(t *testing.T) {
+	sc := testStreams()
+	if got := webhooksWindow(sc); got != sc.Horizon {
+		t.Errorf("without a key index: %s, want the horizon %s", got, sc.Horizon)
+	}
+	sc.KeyIndex = true
+	if got := webhooksWindow(sc); got != sc.DedupWindow {
+		t.Errorf("with a key index: %s, want dedup.window %s", got, sc.DedupWindow)
+	}
+}
