@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,37 +18,41 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/jetstream"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // Memory per tracked key is measured in a process of its own (the
-// "keys-fill" child): an embedded server with a WEBHOOKS-like stream
-// (file store, 96 h duplicate window, so every id stays in the server's
-// dedup map), baseline RSS, N publishes with Nats-Msg-Id, then RSS again
-// once the file store's block caches have expired. Then a GRANTS-like
-// stream gets the ids a steady rate leaves in its window: hookgate's
-// consumer publishes every applied event to GRANTS with Nats-Msg-Id = key,
-// and GRANTS keeps a duplicate window of grantsWindow (dedup.window, 2 m,
-// where every provider publishes the sequenced way, as the default
-// config's do) out of the 96 h horizon, so at a steady rate it holds
-// 1/2880 of the tracked keys. (GRANTS's older messages cost disk, not
-// memory; a restart re-reads only the window's.)
-// Optionally an APPLIED-like KV bucket (one subject per key, TTL =
-// horizon) is filled the same way: providers that remember applied keys
-// there (ordering none, and the like) pay that too.
+// "keys-fill" child), set up the way `hookgate serve` sets up the
+// embedded server: the real streams (jetstream.Provision with a key
+// index: WEBHOOKS's own duplicate window is dedup.window, 2 m) and the
+// gateway's key index (jetstream.KeyIndex, which holds every key over the
+// 96 h horizon). Baseline RSS, N publishes with Nats-Msg-Id, then the key
+// index is opened on that store (no snapshot yet: it reads every key back
+// from WEBHOOKS, as a first start after an upgrade does). The steady
+// state of a horizon's worth of events is then waited for: the server's
+// window holds only the last 2 m of ids, so the child waits until the
+// fill's ids aged out of it and publishes the ids a steady rate leaves in
+// it (N x 2 m / 96 h) through the index. RSS again once the file store's
+// block caches have expired. Then GRANTS gets the ids a steady rate leaves
+// in its window: hookgate's consumer publishes every applied event to
+// GRANTS with Nats-Msg-Id = key, and GRANTS keeps a duplicate window of
+// dedup.window where every provider publishes the sequenced way (the
+// default config's do). Optionally an APPLIED-like KV bucket (one subject
+// per key, TTL = horizon) is filled the same way: providers that remember
+// applied keys there (ordering none, and the like) pay that too.
 
 const (
-	keysStream  = "KEYS"
-	keysSubject = "webhooks.bench.acct-1"
-	// keysGrants is the GRANTS-like stream.
-	keysGrants        = "GRANTSBENCH"
+	keysSubject       = "webhooks.bench.acct-1"
 	keysGrantsSubject = "grants.bench.G-1-1.grant=2Eupdated"
-	// grantsWindow is GRANTS's duplicate window with serve's defaults
-	// (cmd/hookgate's grantsWindow), keysHorizon the horizon.
-	grantsWindow = 2 * time.Minute
-	keysHorizon  = 96 * time.Hour
-	keysBucket   = "APPLIEDBENCH"
+	// keysWindow is dedup.window with serve's defaults: WEBHOOKS's and
+	// GRANTS's duplicate windows; keysHorizon the horizon.
+	keysWindow  = 2 * time.Minute
+	keysHorizon = 96 * time.Hour
+	keysBucket  = "APPLIEDBENCH"
+	// keysIndexFile is the key index's snapshot in the data dir.
+	keysIndexFile = "webhooks-keys.idx"
 	// KeysResultPrefix starts the one stdout line a keys child answers with.
 	KeysResultPrefix = "keys-result: "
 	// KeysReadyLine is what the restart child prints the moment the old id
@@ -78,6 +83,11 @@ type KeysFill struct {
 	BodyBytes   int     `json:"body_bytes"`
 	FillSeconds float64 `json:"fill_seconds"`
 	FillRate    float64 `json:"fill_msgs_per_s"`
+	// The key index's first open on the filled store: every key read back.
+	IndexReadSeconds float64 `json:"index_read_seconds"`
+	IndexReadRate    float64 `json:"index_read_keys_per_s"`
+	// WindowN ids published after the fill's aged out of WEBHOOKS's window.
+	WindowN     int     `json:"window_n"`
 	RSSBase     int64   `json:"rss_base"`
 	RSSAfter    int64   `json:"rss_after"`
 	HeapBase    uint64  `json:"heap_base"`
@@ -86,7 +96,7 @@ type KeysFill struct {
 	HeapPerKey  float64 `json:"heap_bytes_per_key"`
 	DiskBytes   int64   `json:"disk_bytes"`
 	StreamMsgs  uint64  `json:"stream_msgs"`
-	// GRANTS-like window: the ids a steady rate leaves in it (N x 2 m /
+	// GRANTS's window: the ids a steady rate leaves in it (N x 2 m /
 	// 96 h), RSS after it was filled too, and its share per tracked key.
 	GrantsN       int     `json:"grants_n"`
 	GrantsRSS     int64   `json:"grants_rss_after"`
@@ -125,9 +135,27 @@ func keysHeaders(key string) nats.Header {
 	}
 }
 
+// keysStreams are serve's streams with the embedded server's key index and
+// the default config's windows.
+func keysStreams() jetstream.StreamsConfig {
+	lim := jetstream.Limits{MaxAge: 720 * time.Hour}
+	return jetstream.StreamsConfig{
+		Replicas: 1, Horizon: keysHorizon, KeyIndex: true, DedupWindow: keysWindow, GrantsWindow: keysWindow,
+		MaxMsgSize: 4 << 20, Webhooks: lim, Grants: lim, DLQ: lim, Audit: lim,
+	}
+}
+
+func openKeysIndex(ctx context.Context, conn *jetstream.Conn, dir string, logw io.Writer) (*jetstream.KeyIndex, error) {
+	return jetstream.OpenKeyIndex(ctx, conn, jetstream.KeyIndexOptions{
+		Path: filepath.Join(dir, keysIndexFile), Horizon: keysHorizon, Window: keysWindow,
+		Log: slog.New(slog.NewTextHandler(logw, nil)),
+	})
+}
+
 // RunKeysFill is the fill child: it fills, prints one KeysResultPrefix
-// line of JSON, then waits for a line on stdin before shutting the server
-// down cleanly (the parent kills it instead to measure a crash restart).
+// line of JSON, then waits for a line on stdin before shutting down
+// cleanly, with the key index's snapshot (the parent kills it instead to
+// measure a crash restart).
 func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	ns, err := StartEmbeddedServer(o.Dir, 8<<20, 0, "")
 	if err != nil {
@@ -141,19 +169,13 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	if err != nil {
 		return err
 	}
-	sc := FloorStream(4 << 20)
-	sc.Name, sc.Subjects, sc.MaxBytes = keysStream, []string{"webhooks.>"}, -1
-	if _, err := j.CreateStream(ctx, sc); err != nil {
-		return err
-	}
-	gc := FloorStream(4 << 20)
-	gc.Name, gc.Subjects, gc.MaxBytes, gc.Duplicates = keysGrants, []string{"grants.>"}, -1, grantsWindow
-	if _, err := j.CreateStream(ctx, gc); err != nil {
+	conn := &jetstream.Conn{NC: nc, JS: j}
+	if err := jetstream.Provision(ctx, j, keysStreams()); err != nil {
 		return err
 	}
 	if o.Applied {
 		// APPLIED's settings (jetstream.ProvisionKV): history 1, TTL = horizon.
-		if _, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: keysBucket, History: 1, TTL: 96 * time.Hour, Storage: js.FileStorage}); err != nil {
+		if _, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: keysBucket, History: 1, TTL: keysHorizon, Storage: js.FileStorage}); err != nil {
 			return err
 		}
 	}
@@ -191,16 +213,48 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 		}
 		return nil
 	}
+	withID := func(i int) []js.PublishOpt { return []js.PublishOpt{js.WithMsgID(KeyID(i))} }
 	start := time.Now()
 	err = fill("WEBHOOKS ids", o.N, func(i int) *nats.Msg {
 		return &nats.Msg{Subject: keysSubject, Header: keysHeaders(KeyID(i)), Data: body}
-	}, func(i int) []js.PublishOpt { return []js.PublishOpt{js.WithMsgID(KeyID(i))} })
+	}, withID)
 	if err != nil {
 		return err
 	}
-	res.FillSeconds = time.Since(start).Seconds()
+	filled := time.Now()
+	res.FillSeconds = filled.Sub(start).Seconds()
 	res.FillRate = float64(o.N) / res.FillSeconds
-	st, err := j.Stream(ctx, keysStream)
+
+	// The first open: no snapshot, every key read back from WEBHOOKS.
+	ki, err := openKeysIndex(ctx, conn, o.Dir, stderr)
+	if err != nil {
+		return err
+	}
+	res.IndexReadSeconds = time.Since(filled).Seconds()
+	res.IndexReadRate = float64(o.N) / res.IndexReadSeconds
+
+	// Steady state: the server's window holds the last 2 m of ids only.
+	if wait := time.Until(filled.Add(keysWindow + 10*time.Second)); wait > 0 {
+		fmt.Fprintf(stderr, "keys: waiting %s for the fill's ids to leave WEBHOOKS's %s window\n", wait.Round(time.Second), keysWindow)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	res.WindowN = max(1, int(int64(o.N)*int64(keysWindow)/int64(keysHorizon)))
+	pub := ki.Publisher(jetstream.NewPublisher(conn, 5*time.Second))
+	for i := range res.WindowN {
+		key := KeyID(o.N + i)
+		r, err := pub.Publish(ctx, jetstream.Message{Subject: keysSubject, Key: key, Header: keysHeaders(key), Body: body})
+		if err != nil {
+			return fmt.Errorf("window publish %d: %w", i, err)
+		}
+		if r.Duplicate {
+			return fmt.Errorf("window publish %d (%s) answered duplicate", i, key)
+		}
+	}
+	st, err := j.Stream(ctx, jetstream.StreamWebhooks)
 	if err != nil {
 		return err
 	}
@@ -209,10 +263,10 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.BytesPerKey = float64(res.RSSAfter-res.RSSBase) / float64(o.N)
 	res.HeapPerKey = (float64(res.HeapAfter) - float64(res.HeapBase)) / float64(o.N)
 	res.DiskBytes = dirSize(filepath.Join(o.Dir, "jetstream"))
-	res.GrantsN = max(1, int(int64(o.N)*int64(grantsWindow)/int64(keysHorizon)))
+	res.GrantsN = res.WindowN
 	err = fill("GRANTS ids", res.GrantsN, func(i int) *nats.Msg {
 		return &nats.Msg{Subject: keysGrantsSubject, Header: keysHeaders(KeyID(i)), Data: body}
-	}, func(i int) []js.PublishOpt { return []js.PublishOpt{js.WithMsgID(KeyID(i))} })
+	}, withID)
 	if err != nil {
 		return err
 	}
@@ -238,8 +292,14 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.PeakRSS = m.Peak
 	b, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s%s\n", KeysResultPrefix, b)
-	// Wait for the parent: a line means stop cleanly; a kill is a crash.
+	// Wait for the parent: a line means stop cleanly; a kill is a crash
+	// (the index's last snapshot is the one its open wrote: the window's
+	// ids are read back at the restart, as a steady rate's last 2 m are
+	// after a crash).
 	_, _ = bufio.NewReader(stdin).ReadString('\n')
+	if err := ki.Close(); err != nil {
+		return err
+	}
 	nc.Close()
 	ns.Shutdown()
 	ns.WaitForShutdown()
@@ -265,20 +325,22 @@ type KeysRestart struct {
 	After          string  `json:"after"` // "crash" or "clean stop"
 	ServerReady    float64 `json:"server_ready_s"`
 	JetStreamReady float64 `json:"jetstream_ready_s"`
+	IndexReady     float64 `json:"index_ready_s"`
 	DuplicateOK    float64 `json:"old_id_duplicate_s"` // restart-to-ready
 	ProcessReady   float64 `json:"process_spawn_to_ready_s"`
 	RSSAtReady     int64   `json:"rss_at_ready"`
 	// RSS is read once the block caches the recovery loaded have expired;
-	// it holds every store of the fill: per event, the WEBHOOKS id and,
-	// when filled, the APPLIED-like entry.
+	// it holds every store of the fill: per event, its key in the index,
+	// the windows' share and, when filled, the APPLIED-like entry.
 	RSS         int64   `json:"rss_after_restart"`
 	BytesPerKey float64 `json:"rss_bytes_per_key_after_restart"`
 }
 
 // RunKeysRestart is the restart child: it starts the server on the filled
-// store and times how long until JetStream answers and a publish of the
-// first (oldest) id comes back as a duplicate.
-func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration, stdout io.Writer) error {
+// store, opens the key index as serve does, and times how long until a
+// publish of the first (oldest) id through it comes back as a duplicate.
+// It stops cleanly, with the index's snapshot.
+func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration, stdout, stderr io.Writer) error {
 	t0 := time.Now()
 	ns, err := StartEmbeddedServer(dir, 8<<20, 0, "")
 	if err != nil {
@@ -298,7 +360,7 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		if _, err = j.Stream(ctx, keysStream); err == nil {
+		if _, err = j.Stream(ctx, jetstream.StreamWebhooks); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -307,19 +369,20 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 		time.Sleep(5 * time.Millisecond)
 	}
 	res.JetStreamReady = time.Since(t0).Seconds()
+	conn := &jetstream.Conn{NC: nc, JS: j}
+	ki, err := openKeysIndex(ctx, conn, dir, stderr)
+	if err != nil {
+		return err
+	}
+	res.IndexReady = time.Since(t0).Seconds()
+	pub := ki.Publisher(jetstream.NewPublisher(conn, 5*time.Second))
 	body := Body("evt_x", "G-1-1", time.Now(), 1024)
-	for {
-		ack, err := j.PublishMsg(ctx, &nats.Msg{Subject: keysSubject, Header: keysHeaders(probe), Data: body}, js.WithMsgID(probe))
-		if err == nil {
-			if !ack.Duplicate {
-				return fmt.Errorf("after restart the old id %s was stored again (seq %d): the dedup window was lost", probe, ack.Sequence)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("publish after restart: %w", err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	r, err := pub.Publish(ctx, jetstream.Message{Subject: keysSubject, Key: probe, Header: keysHeaders(probe), Body: body})
+	if err != nil {
+		return fmt.Errorf("publish after restart: %w", err)
+	}
+	if !r.Duplicate {
+		return fmt.Errorf("after restart the old id %s was stored again (seq %d): the key index lost it", probe, r.Seq)
 	}
 	res.DuplicateOK = time.Since(t0).Seconds()
 	fmt.Fprintln(stdout, KeysReadyLine)
@@ -329,7 +392,7 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 	res.RSS, _ = settledMemory(settle)
 	b, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s%s\n", KeysResultPrefix, b)
-	return nil
+	return ki.Close()
 }
 
 // KeysResult is the memory-per-key and restart measurement.
@@ -369,7 +432,8 @@ func MeasureKeys(ctx context.Context, self, dir string, o KeysFillOptions, logw 
 	if err := json.Unmarshal([]byte(line), &res.Fill); err != nil {
 		return res, err
 	}
-	// A crash: nothing flushed beyond what the OS has, no index snapshot.
+	// A crash: nothing flushed beyond what the OS has; the key index's
+	// last snapshot is the one its first open wrote.
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 	_ = stdin.Close()

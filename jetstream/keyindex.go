@@ -147,7 +147,13 @@ func (k *KeyIndex) catchUp(ctx context.Context) (int, error) {
 	read := 0
 	next := time.Now().Add(10 * time.Second)
 	for {
-		batch, err := cons.Fetch(4096, js.FetchMaxWait(time.Second))
+		// Ask for no more than the stream holds beyond what was read, so
+		// that the last batch does not wait out its max wait.
+		want := 4096
+		if k.idx != nil && last > k.idx.Frontier() && last-k.idx.Frontier() < uint64(want) {
+			want = int(last - k.idx.Frontier())
+		}
+		batch, err := cons.Fetch(want, js.FetchMaxWait(time.Second))
 		if err != nil {
 			return read, classify("read "+StreamWebhooks, err)
 		}
@@ -329,7 +335,8 @@ func (k *KeyIndex) Publisher(p *Publisher) *KeyIndexPublisher {
 // behind the stream by half of its duplicate window: a key stored that
 // long ago and not yet known might be stored again.
 func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResult, error) {
-	if seq, ok := p.k.idx.Lookup(m.Key); ok {
+	d := keyindex.DigestOf(m.Key)
+	if seq, ok := p.k.idx.LookupDigest(d); ok {
 		return PublishResult{Duplicate: true, Seq: seq}, nil
 	}
 	if b := p.k.behind(); b > p.k.o.Window/2 {
@@ -341,7 +348,7 @@ func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResu
 		if !res.Duplicate {
 			stored = time.Now()
 		}
-		p.k.idx.Add(m.Key, res.Seq, stored)
+		p.k.idx.AddDigest(d, res.Seq, stored)
 	}
 	return res, err
 }

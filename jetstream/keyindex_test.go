@@ -242,3 +242,34 @@ func TestWebhooksWindow(t *testing.T) {
 		t.Errorf("with a key index: %s, want dedup.window %s", got, sc.DedupWindow)
 	}
 }
+
+// BenchmarkKeyIndexReadBack: the first open of a key index on a stream of
+// b.N events (no snapshot: every key read back).
+func BenchmarkKeyIndexReadBack(b *testing.B) {
+	dir := b.TempDir()
+	e, c := startEmbedded(b, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	body := make([]byte, 1024)
+	h := nats.Header{"Hookgate-Provider": {"p"}, "Hookgate-Account": {"a"}, "Hookgate-Received-At": {"2026-01-02T03:04:05.123456789Z"},
+		"Hookgate-Subject": {"G-1"}, "Hookgate-Occurred-At": {"2026-01-02T03:04:05Z"}, "Hookgate-Type": {"t"}, "Content-Type": {"application/json"}}
+	for i := range b.N {
+		key := fmt.Sprintf("p:a:evt:%030d", i)
+		hh := nats.Header{"Hookgate-Key": {key}, nats.MsgIdHdr: {key}}
+		for k, v := range h {
+			hh[k] = v
+		}
+		if _, err := c.NC.RequestMsg(&nats.Msg{Subject: "webhooks.p.a", Header: hh, Data: body}, 5*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	k, err := OpenKeyIndex(b.Context(), c, KeyIndexOptions{Path: filepath.Join(dir, "keys.idx"), Horizon: time.Hour, Window: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	if got := k.Stats().Keys; got != b.N {
+		b.Fatalf("%d keys read back, want %d", got, b.N)
+	}
+}

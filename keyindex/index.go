@@ -84,7 +84,11 @@ func (x *Index) shard(d Digest) *shard { return &x.shards[d[15]] }
 // Lookup returns the sequence of key's event when it was stored within
 // the horizon and is known to the index.
 func (x *Index) Lookup(key string) (uint64, bool) {
-	d := DigestOf(key)
+	return x.LookupDigest(DigestOf(key))
+}
+
+// LookupDigest is Lookup by the key's digest.
+func (x *Index) LookupDigest(d Digest) (uint64, bool) {
 	s := x.shard(d)
 	s.mu.RLock()
 	seq, ok := s.m[d]
@@ -99,7 +103,12 @@ func (x *Index) Lookup(key string) (uint64, bool) {
 // (the zero time when not known, as for a publish answered duplicate: the
 // sequence was recorded when it was stored). It moves the frontier.
 func (x *Index) Add(key string, seq uint64, stored time.Time) {
-	x.add(DigestOf(key), seq)
+	x.AddDigest(DigestOf(key), seq, stored)
+}
+
+// AddDigest is Add by the key's digest.
+func (x *Index) AddDigest(d Digest, seq uint64, stored time.Time) {
+	x.add(d, seq)
 	x.Resolve(seq, stored)
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -70,7 +71,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := jetstream.Provision(pctx, conn.JS, jetstream.StreamsConfig{
-		Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon, DedupWindow: cfg.Dedup.Window,
+		Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon, DedupWindow: cfg.Dedup.Window, KeyIndex: true,
 		MaxMsgSize: int32(cfg.HTTP.MaxBodyBytes + headerRoom),
 		Webhooks:   lim(cfg.Retention.Webhooks), Grants: lim(cfg.Retention.Grants),
 		DLQ: lim(cfg.Retention.DLQ), Audit: lim(cfg.Retention.Audit),
@@ -88,8 +89,19 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	go func() { auditDone <- audit.Run(auditCtx) }()
 	defer func() { stopAudit(); <-auditDone }()
 
+	// As serve on the embedded server: the key index in front.
+	keys, err := jetstream.OpenKeyIndex(ctx, conn, jetstream.KeyIndexOptions{
+		Path: filepath.Join(cfg.NATS.Embedded.DataDir, "webhooks-keys.idx"), Horizon: cfg.Dedup.Horizon, Window: cfg.Dedup.Window, Log: logger,
+	})
+	if err != nil {
+		return err
+	}
+	keysCtx, stopKeys := context.WithCancel(context.Background())
+	keysDone := make(chan error, 1)
+	go func() { keysDone <- keys.Run(keysCtx) }()
+	defer func() { stopKeys(); <-keysDone }()
 	h, err := gateway.NewServer(logger, cfg, gateway.Deps{
-		Publisher: jetstream.NewPublisher(conn, 5*time.Second),
+		Publisher: keys.Publisher(jetstream.NewPublisher(conn, 5*time.Second)),
 		Audit:     audit,
 		Ready: func(ctx context.Context) error {
 			_, err := conn.JS.Stream(ctx, jetstream.StreamWebhooks)

@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		case "keys-fill":
 			return runKeysFill(ctx, args[1:], stdin, stdout, stderr)
 		case "keys-restart":
-			return runKeysRestart(ctx, args[1:], stdout)
+			return runKeysRestart(ctx, args[1:], stdout, stderr)
 		case "run":
 			args = args[1:]
 		}
@@ -177,7 +177,7 @@ func runKeysFill(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	return bench.RunKeysFill(ctx, o, stdin, stdout, stderr)
 }
 
-func runKeysRestart(ctx context.Context, args []string, stdout io.Writer) error {
+func runKeysRestart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("keys-restart", flag.ContinueOnError)
 	dir := fs.String("dir", "", "data directory")
 	probe := fs.String("probe", "", "an id stored before the restart")
@@ -188,5 +188,5 @@ func runKeysRestart(ctx context.Context, args []string, stdout io.Writer) error 
 	if *dir == "" || *probe == "" {
 		return usageError{errors.New("keys-restart: -dir and -probe are required")}
 	}
-	return bench.RunKeysRestart(ctx, *dir, *probe, *settle, stdout)
+	return bench.RunKeysRestart(ctx, *dir, *probe, *settle, stdout, stderr)
 }
