@@ -43,12 +43,13 @@ type PublishResult struct {
 // Publisher stores events exactly once per key over the dedup horizon.
 //
 // One message, one key: the event is published with Nats-Msg-Id = key to
-// WEBHOOKS, whose duplicate window is the whole dedup horizon. Storing the
-// event and claiming its key are then the same write, so no crash or
-// failed publish can separate them. The window survives restarts (the
-// server rebuilds it from the messages still in the stream, and WEBHOOKS
-// keeps them at least a horizon long and refuses deletes) and leader
-// changes (every replica keeps it). Measured alternative: an atomic batch
+// WEBHOOKS. Storing the event and claiming its key are then the same
+// write, so no crash or failed publish can separate them. On a cluster
+// WEBHOOKS's duplicate window is the whole dedup horizon: it survives
+// restarts (the server rebuilds it from the messages still in the stream,
+// and WEBHOOKS keeps them at least a horizon long and refuses deletes) and
+// leader changes (every replica keeps it). On the embedded server the
+// window is dedup.window and a KeyIndex in front holds the horizon. Measured alternative: an atomic batch
 // of a TTL'd claim marker plus the event cost ~3 ms per event on an R1
 // file store (the server stages each batch in its own fsynced store),
 // 160x a plain publish; see the README's "How dedup works".

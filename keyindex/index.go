@@ -183,7 +183,8 @@ func (x *Index) SkipTo(seq uint64) {
 	}
 }
 
-// mark keeps at most one checkpoint a second; x.mu held.
+// mark keeps checkpoints at least a second apart, but for the newest,
+// which moves forward (under two a second at most); x.mu held.
 func (x *Index) mark(seq uint64, at int64) {
 	n := len(x.marks)
 	if n > 0 {

@@ -208,7 +208,8 @@ func read(r *countingReader, size int64, streamID string, horizon time.Duration)
 	if nmarks > uint64(size-r.n)/2 {
 		return nil, Snapshot{}, fmt.Errorf("%d checkpoints", nmarks)
 	}
-	x := New(horizon, snap.Frontier+1)
+	x := New(horizon, 0)
+	x.frontier = snap.Frontier
 	x.expired.Store(expired)
 	x.marks = make([]checkpoint, 0, nmarks)
 	for range nmarks {
