@@ -52,6 +52,7 @@ type Options struct {
 	KeysBody    int
 	KeysSettle  time.Duration
 	KeysApplied bool
+	KeysWindow  time.Duration // dedup.window of the key measurement (0: 2 m)
 
 	Profile         bool
 	ProfileDuration time.Duration
@@ -135,7 +136,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Keys > 0 {
 		fmt.Fprintf(o.Log, "tracked keys: filling %d ids...\n", o.Keys)
 		k, err := MeasureKeys(ctx, o.Self, filepath.Join(o.Work, "keys"), KeysFillOptions{
-			N: o.Keys, BodySize: o.KeysBody, Settle: o.KeysSettle, Applied: o.KeysApplied,
+			N: o.Keys, BodySize: o.KeysBody, Settle: o.KeysSettle, Applied: o.KeysApplied, Window: o.KeysWindow,
 		}, o.Log)
 		if err != nil {
 			return nil, fmt.Errorf("tracked keys: %w", err)

@@ -47,7 +47,8 @@ const (
 	keysSubject       = "webhooks.bench.acct-1"
 	keysGrantsSubject = "grants.bench.G-1-1.grant=2Eupdated"
 	// keysWindow is dedup.window with serve's defaults: WEBHOOKS's and
-	// GRANTS's duplicate windows; keysHorizon the horizon.
+	// GRANTS's duplicate windows (KeysFillOptions.Window, for a quick
+	// smoke run); keysHorizon the horizon.
 	keysWindow  = 2 * time.Minute
 	keysHorizon = 96 * time.Hour
 	keysBucket  = "APPLIEDBENCH"
@@ -74,6 +75,9 @@ type KeysFillOptions struct {
 	BodySize int
 	Settle   time.Duration // wait for block caches to expire before the reading
 	Applied  bool          // also fill an APPLIED-like KV bucket with N keys
+	// Window is dedup.window (0: 2 m, serve's default). The fill child
+	// waits it out before the steady-state reading.
+	Window time.Duration
 }
 
 // KeysFill is what the fill child measured.
@@ -137,17 +141,17 @@ func keysHeaders(key string) nats.Header {
 
 // keysStreams are serve's streams with the embedded server's key index and
 // the default config's windows.
-func keysStreams() jetstream.StreamsConfig {
+func keysStreams(window time.Duration) jetstream.StreamsConfig {
 	lim := jetstream.Limits{MaxAge: 720 * time.Hour}
 	return jetstream.StreamsConfig{
-		Replicas: 1, Horizon: keysHorizon, KeyIndex: true, DedupWindow: keysWindow, GrantsWindow: keysWindow,
+		Replicas: 1, Horizon: keysHorizon, KeyIndex: true, DedupWindow: window, GrantsWindow: window,
 		MaxMsgSize: 4 << 20, Webhooks: lim, Grants: lim, DLQ: lim, Audit: lim,
 	}
 }
 
-func openKeysIndex(ctx context.Context, conn *jetstream.Conn, dir string, logw io.Writer) (*jetstream.KeyIndex, error) {
+func openKeysIndex(ctx context.Context, conn *jetstream.Conn, dir string, window time.Duration, logw io.Writer) (*jetstream.KeyIndex, error) {
 	return jetstream.OpenKeyIndex(ctx, conn, jetstream.KeyIndexOptions{
-		Path: filepath.Join(dir, keysIndexFile), Horizon: keysHorizon, Window: keysWindow,
+		Path: filepath.Join(dir, keysIndexFile), Horizon: keysHorizon, Window: window,
 		Log: slog.New(slog.NewTextHandler(logw, nil)),
 	})
 }
@@ -170,7 +174,10 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 		return err
 	}
 	conn := &jetstream.Conn{NC: nc, JS: j}
-	if err := jetstream.Provision(ctx, j, keysStreams()); err != nil {
+	if o.Window <= 0 {
+		o.Window = keysWindow
+	}
+	if err := jetstream.Provision(ctx, j, keysStreams(o.Window)); err != nil {
 		return err
 	}
 	if o.Applied {
@@ -226,7 +233,7 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.FillRate = float64(o.N) / res.FillSeconds
 
 	// The first open: no snapshot, every key read back from WEBHOOKS.
-	ki, err := openKeysIndex(ctx, conn, o.Dir, stderr)
+	ki, err := openKeysIndex(ctx, conn, o.Dir, o.Window, stderr)
 	if err != nil {
 		return err
 	}
@@ -234,15 +241,15 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	res.IndexReadRate = float64(o.N) / res.IndexReadSeconds
 
 	// Steady state: the server's window holds the last 2 m of ids only.
-	if wait := time.Until(filled.Add(keysWindow + 10*time.Second)); wait > 0 {
-		fmt.Fprintf(stderr, "keys: waiting %s for the fill's ids to leave WEBHOOKS's %s window\n", wait.Round(time.Second), keysWindow)
+	if wait := time.Until(filled.Add(o.Window + min(o.Window, 10*time.Second))); wait > 0 {
+		fmt.Fprintf(stderr, "keys: waiting %s for the fill's ids to leave WEBHOOKS's %s window\n", wait.Round(time.Second), o.Window)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	res.WindowN = max(1, int(int64(o.N)*int64(keysWindow)/int64(keysHorizon)))
+	res.WindowN = max(1, int(int64(o.N)*int64(o.Window)/int64(keysHorizon)))
 	pub := ki.Publisher(jetstream.NewPublisher(conn, 5*time.Second))
 	for i := range res.WindowN {
 		key := KeyID(o.N + i)
@@ -370,7 +377,7 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 	}
 	res.JetStreamReady = time.Since(t0).Seconds()
 	conn := &jetstream.Conn{NC: nc, JS: j}
-	ki, err := openKeysIndex(ctx, conn, dir, stderr)
+	ki, err := openKeysIndex(ctx, conn, dir, keysWindow, stderr)
 	if err != nil {
 		return err
 	}
@@ -408,7 +415,7 @@ func MeasureKeys(ctx context.Context, self, dir string, o KeysFillOptions, logw 
 	var res KeysResult
 	defer os.RemoveAll(dir)
 	args := []string{"keys-fill", "-dir", dir, "-n", strconv.Itoa(o.N), "-body", strconv.Itoa(o.BodySize),
-		"-settle", o.Settle.String(), "-applied=" + strconv.FormatBool(o.Applied)}
+		"-settle", o.Settle.String(), "-applied=" + strconv.FormatBool(o.Applied), "-window", o.Window.String()}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Env = append(os.Environ(), ChildEnv+"=1")
 	cmd.Stderr = logw

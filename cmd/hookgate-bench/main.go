@@ -83,6 +83,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.KeysBody, "keys-body", 1024, "body bytes of each tracked-key message")
 	fs.DurationVar(&o.KeysSettle, "keys-settle", 12*time.Second, "wait after filling, for the file store's block caches (10s) to expire, before reading RSS")
 	fs.BoolVar(&o.KeysApplied, "keys-applied", true, "also measure an APPLIED-like KV bucket (the consumer's per-key memory)")
+	fs.DurationVar(&o.KeysWindow, "keys-window", 2*time.Minute, "dedup.window of the key measurement (WEBHOOKS's and GRANTS's duplicate windows); the fill waits it out")
 	fs.BoolVar(&o.Profile, "profile", true, "capture a CPU profile of the hmac gateway under load (cpu-gateway.pprof and a flame graph SVG)")
 	fs.DurationVar(&o.ProfileDuration, "profile-duration", 10*time.Second, "length of the CPU profile")
 	if err := fs.Parse(args); err != nil {
@@ -168,6 +169,7 @@ func runKeysFill(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	fs.IntVar(&o.BodySize, "body", 1024, "body bytes")
 	fs.DurationVar(&o.Settle, "settle", 12*time.Second, "wait before reading RSS")
 	fs.BoolVar(&o.Applied, "applied", true, "also fill an APPLIED-like KV bucket")
+	fs.DurationVar(&o.Window, "window", 2*time.Minute, "dedup.window")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}

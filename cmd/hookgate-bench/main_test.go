@@ -52,7 +52,7 @@ func TestSmoke(t *testing.T) {
 	err := run(t.Context(), []string{
 		"-hookgate", hookgate, "-out", out, "-work", filepath.Join(work, "scratch"),
 		"-conns", "8", "-warmup", "200ms", "-duration", "1s", "-rounds", "1",
-		"-drain-timeout", "60s", "-keys", "3000", "-keys-settle", "0s", "-profile-duration", "1s",
+		"-drain-timeout", "60s", "-keys", "3000", "-keys-settle", "0s", "-keys-window", "1s", "-profile-duration", "1s",
 	}, nil, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -117,7 +117,8 @@ func TestSmoke(t *testing.T) {
 			}
 		}
 	}
-	if k := rep.Keys; k == nil || k.Fill.StreamMsgs != 3000 || len(k.Restarts) != 2 {
+	// The fill, then the ids a steady rate leaves in the window.
+	if k := rep.Keys; k == nil || k.Fill.StreamMsgs != uint64(3000+k.Fill.WindowN) || k.Fill.WindowN < 1 || len(k.Restarts) != 2 {
 		t.Errorf("keys: %+v", k)
 	}
 }
