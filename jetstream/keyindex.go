@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -52,6 +54,10 @@ type KeyIndex struct {
 	idx      *keyindex.Index
 	streamID string
 	log      *slog.Logger
+	// tick: how often Run looks at the stream, and how long an event the
+	// stream has may stay unknown before it is read back; an eighth of
+	// the window, within 50 ms to 1 s.
+	tick time.Duration
 
 	mu       sync.Mutex
 	saved    uint64    // frontier of the last snapshot
@@ -89,8 +95,21 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	}
 	info := s.CachedInfo()
 	k := &KeyIndex{c: c, o: o, log: o.Log, streamID: info.Created.UTC().Format(keyIndexStreamIDLayout)}
+	k.tick = min(max(o.Window/8, 50*time.Millisecond), time.Second)
+	// A snapshot interrupted by a crash leaves its temporary file.
+	if stale, _ := filepath.Glob(o.Path + ".tmp*"); len(stale) > 0 {
+		for _, f := range stale {
+			_ = os.Remove(f)
+		}
+	}
 	start := time.Now()
 	idx, snap, err := keyindex.ReadFile(o.Path, k.streamID, o.Horizon)
+	if err == nil && snap.Frontier > info.State.LastSeq {
+		// The stream lost its unsynced tail (a power loss with sync:
+		// interval) or was restored from an older copy: the snapshot
+		// knows events it no longer holds.
+		err = fmt.Errorf("%w: it knows events up to %d, %s holds up to %d", keyindex.ErrSnapshot, snap.Frontier, StreamWebhooks, info.State.LastSeq)
+	}
 	switch {
 	case err == nil:
 		k.idx, k.saved, k.savedAt = idx, snap.Frontier, time.Now()
@@ -105,6 +124,9 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	if err != nil {
 		return nil, err
 	}
+	// The horizon applies from the first lookup on, not from Run's first
+	// sweep: after a long stop a snapshot's keys may all be past it.
+	k.idx.Expire(time.Now())
 	k.log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),
 		slog.Uint64("seq", k.idx.Frontier()), slog.Duration("took", time.Since(start)))
 	if k.saved == 0 || read > 0 {
@@ -116,101 +138,100 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	return k, nil
 }
 
-// catchUp reads the keys of the events after the frontier (or, for a new
-// index, of those stored within the horizon) up to the stream's last one.
+// catchUp reads the keys of the events after the frontier (for a new
+// index: of those stored within the horizon) up to the stream's last one
+// when called.
 func (k *KeyIndex) catchUp(ctx context.Context) (int, error) {
-	cfg := js.OrderedConsumerConfig{HeadersOnly: true, InactiveThreshold: 10 * time.Second}
-	if k.idx == nil {
-		cfg.DeliverPolicy = js.DeliverByStartTimePolicy
-		since := time.Now().Add(-k.o.Horizon)
-		cfg.OptStartTime = &since
-	} else {
-		cfg.DeliverPolicy = js.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = k.idx.Frontier() + 1
-	}
 	s, err := k.c.JS.Stream(ctx, StreamWebhooks)
 	if err != nil {
 		return 0, classify("stream "+StreamWebhooks, err)
 	}
-	last := s.CachedInfo().State.LastSeq
-	if k.idx == nil && last == 0 {
-		k.idx = keyindex.New(k.o.Horizon, 1)
+	state := s.CachedInfo().State
+	last := state.LastSeq
+	if k.idx == nil {
+		// Where the horizon starts, asked of the stream itself: a read
+		// that brings nothing may only be slow.
+		from := last + 1
+		if state.Msgs > 0 {
+			seq, _, found, err := firstSeqSince(ctx, k.c, StreamWebhooks, time.Now().Add(-k.o.Horizon))
+			if err != nil {
+				return 0, err
+			}
+			if found {
+				from = seq
+			}
+		}
+		k.idx = keyindex.New(k.o.Horizon, from)
+	}
+	if state.FirstSeq > k.idx.Frontier()+1 {
+		// What lay between aged out of the stream (max_age) while
+		// hookgate was down.
+		k.idx.SkipTo(state.FirstSeq)
+	}
+	if k.idx.Frontier() >= last {
 		return 0, nil
 	}
-	if k.idx != nil && k.idx.Frontier() >= last {
-		return 0, nil
-	}
-	cons, err := k.c.JS.OrderedConsumer(ctx, StreamWebhooks, cfg)
+	cons, err := k.c.JS.OrderedConsumer(ctx, StreamWebhooks, js.OrderedConsumerConfig{
+		HeadersOnly: true, InactiveThreshold: 10 * time.Second,
+		DeliverPolicy: js.DeliverByStartSequencePolicy, OptStartSeq: k.idx.Frontier() + 1,
+	})
 	if err != nil {
 		return 0, classify("read "+StreamWebhooks, err)
 	}
 	read := 0
+	progress := time.Now() // when the last message came
 	next := time.Now().Add(10 * time.Second)
-	for {
+	for k.idx.Frontier() < last {
 		// Ask for no more than the stream holds beyond what was read, so
 		// that the last batch does not wait out its max wait.
-		want := 4096
-		if k.idx != nil && last > k.idx.Frontier() && last-k.idx.Frontier() < uint64(want) {
-			want = int(last - k.idx.Frontier())
-		}
+		want := int(min(4096, last-k.idx.Frontier()))
 		batch, err := cons.Fetch(want, js.FetchMaxWait(time.Second))
 		if err != nil {
 			return read, classify("read "+StreamWebhooks, err)
 		}
-		got := 0
-		var pending uint64
-		var seq uint64
 		for m := range batch.Messages() {
 			md, err := m.Metadata()
 			if err != nil {
 				return read, fmt.Errorf("read %s: %w", StreamWebhooks, err)
 			}
-			seq, pending = md.Sequence.Stream, md.NumPending
-			if k.idx == nil {
-				k.idx = keyindex.New(k.o.Horizon, seq)
-			}
+			seq := md.Sequence.Stream
 			// The consumer delivers in stream order: a sequence it skipped
-			// does not exist (aged out while hookgate was down).
+			// does not exist (aged out while it read).
 			k.idx.SkipTo(seq)
 			if key := m.Headers().Get(nats.MsgIdHdr); key != "" {
 				k.idx.Add(key, seq, md.Timestamp)
 			} else {
 				k.idx.Resolve(seq, md.Timestamp)
 			}
-			got++
+			read++
+			progress = time.Now()
 		}
-		read += got
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return read, classify("read "+StreamWebhooks, err)
 		}
-		if got == 0 && k.idx == nil {
-			// Nothing stored within the horizon.
-			k.idx = keyindex.New(k.o.Horizon, last+1)
-		}
-		if (got > 0 && pending == 0) || got == 0 {
-			if got == 0 && k.idx.Frontier() < last {
-				return read, fmt.Errorf("%w: read %s up to %d of %d", ErrUnavailable, StreamWebhooks, k.idx.Frontier(), last)
-			}
-			return read, nil
+		if time.Since(progress) > 30*time.Second {
+			return read, fmt.Errorf("%w: reading %s back: nothing came for 30 s at %d of %d", ErrUnavailable, StreamWebhooks, k.idx.Frontier(), last)
 		}
 		if time.Now().After(next) {
-			k.log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", seq), slog.Uint64("last", last))
+			k.log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", k.idx.Frontier()), slog.Uint64("last", last))
 			next = time.Now().Add(10 * time.Second)
 		}
 		if err := ctx.Err(); err != nil {
 			return read, err
 		}
 	}
+	return read, nil
 }
 
 // Run keeps the index in step until ctx ends: events stored but not yet
-// known a second after the stream had them (an ack lost to a timeout, a
+// known a tick (an eighth of the window, at most a second) after the
+// stream had them (an ack lost to a timeout, a
 // write by another client) are read back; keys past the horizon are
 // dropped; a snapshot is written every SnapshotEvery when keys were added.
 // It returns nil when ctx ends; a failed read or snapshot is logged and
 // tried again.
 func (k *KeyIndex) Run(ctx context.Context) error {
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(k.tick)
 	defer tick.Stop()
 	lastExpire := time.Now()
 	for {
@@ -222,6 +243,7 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 		if err := k.keepUp(ctx); err != nil && ctx.Err() == nil {
 			k.log.Warn("key index: reading back WEBHOOKS", slog.String("error", err.Error()))
 		}
+		k.idx.MoveExpiry(time.Now())
 		if time.Since(lastExpire) >= time.Minute {
 			lastExpire = time.Now()
 			if n := k.idx.Expire(time.Now()); n > 0 {
@@ -239,7 +261,7 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 	}
 }
 
-// keepUp reads back the events the stream has had for a second that the
+// keepUp reads back the events the stream has had for a tick that the
 // index does not know yet.
 func (k *KeyIndex) keepUp(ctx context.Context) error {
 	f := k.idx.Frontier()
@@ -250,7 +272,7 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 	target, at := k.target, k.targetAt
 	k.mu.Unlock()
 	_, gapSince, gap := k.idx.Gap()
-	if (target != 0 && time.Since(at) >= time.Second) || (gap && time.Since(gapSince) >= time.Second) {
+	if (target != 0 && time.Since(at) >= k.tick) || (gap && time.Since(gapSince) >= k.tick) {
 		_, err := k.catchUp(ctx)
 		k.mu.Lock()
 		if k.idx.Frontier() >= k.target {
@@ -339,8 +361,17 @@ func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResu
 	if seq, ok := p.k.idx.LookupDigest(d); ok {
 		return PublishResult{Duplicate: true, Seq: seq}, nil
 	}
-	if b := p.k.behind(); b > p.k.o.Window/2 {
+	// An event is seen missing up to a tick after it was stored.
+	limit := max(p.k.o.Window/2-p.k.tick, p.k.tick)
+	if b := p.k.behind(); b > limit {
 		return PublishResult{}, fmt.Errorf("%w: the key index has been behind %s for %s", ErrUnavailable, StreamWebhooks, b.Round(time.Millisecond))
+	}
+	// The publisher retries an attempt whose answer did not come with the
+	// same Nats-Msg-Id: safe only while the stream's window still holds
+	// the first attempt's write. Past that, 503: the sender retries later,
+	// when the index has read the write back if it landed.
+	if end := time.Now().Add(limit); m.Deadline.IsZero() || m.Deadline.After(end) {
+		m.Deadline = end
 	}
 	res, err := p.pub.Publish(ctx, m)
 	if err == nil {

@@ -11,11 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// keyIndexWindow is the least dedup.window config check allows.
+const keyIndexWindow = time.Second
+
 // keyIndexStreams is testStreams as the embedded serve sets them: WEBHOOKS
-// keeps the server's least duplicate window (100 ms), the index the hour.
+// keeps the window, the index the hour.
 func keyIndexStreams() StreamsConfig {
 	sc := testStreams()
-	sc.KeyIndex, sc.DedupWindow = true, 100*time.Millisecond
+	sc.KeyIndex, sc.DedupWindow = true, keyIndexWindow
 	return sc
 }
 
@@ -24,7 +27,7 @@ func openTestKeyIndex(t *testing.T, c *Conn, dir string) *KeyIndex {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	k, err := OpenKeyIndex(ctx, c, KeyIndexOptions{
-		Path: filepath.Join(dir, "keys.idx"), Horizon: time.Hour, Window: 100 * time.Millisecond,
+		Path: filepath.Join(dir, "keys.idx"), Horizon: time.Hour, Window: keyIndexWindow,
 	})
 	if err != nil {
 		t.Fatalf("open key index: %v", err)

@@ -221,24 +221,32 @@ func (x *Index) Gap() (next uint64, since time.Time, ok bool) {
 	return x.frontier + 1, x.stalled, true
 }
 
-// Expire forgets the keys of events stored more than the horizon before
-// now and returns how many it removed.
-func (x *Index) Expire(now time.Time) int {
+// MoveExpiry marks the keys of events stored more than the horizon before
+// now as no longer duplicates (Lookup says so at once) and returns the
+// sequence up to which they expired. Cheap: Run calls it every tick.
+func (x *Index) MoveExpiry(now time.Time) uint64 {
 	cut := now.Add(-x.horizon).UnixNano()
 	x.mu.Lock()
+	defer x.mu.Unlock()
 	// The newest checkpoint stored before the cut bounds what expired.
 	i := sort.Search(len(x.marks), func(i int) bool { return x.marks[i].Time >= cut })
-	if i == 0 {
-		x.mu.Unlock()
+	if i > 0 {
+		if through := x.marks[i-1].Seq; through > x.expired.Load() {
+			x.expired.Store(through)
+		}
+		// Keep the checkpoint at the cut: it still dates what follows.
+		x.marks = append(x.marks[:0], x.marks[i-1:]...)
+	}
+	return x.expired.Load()
+}
+
+// Expire moves the expiry (MoveExpiry) and removes the expired keys; it
+// returns how many it removed.
+func (x *Index) Expire(now time.Time) int {
+	through := x.MoveExpiry(now)
+	if through == 0 {
 		return 0
 	}
-	through := x.marks[i-1].Seq
-	if through > x.expired.Load() {
-		x.expired.Store(through)
-	}
-	// Keep the checkpoint at the cut: it still dates what follows.
-	x.marks = append(x.marks[:0], x.marks[i-1:]...)
-	x.mu.Unlock()
 	removed := 0
 	for i := range x.shards {
 		s := &x.shards[i]

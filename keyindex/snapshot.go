@@ -115,7 +115,8 @@ func (x *Index) write(f io.Writer, streamID string) (Snapshot, error) {
 
 // ReadFile loads an index from a snapshot at path. streamID must match the
 // one it was written with, and its horizon must cover the one asked for
-// (a longer horizon needs keys it dropped). It returns os.ErrNotExist
+// (a longer horizon needs keys it dropped). Keys of events above the
+// snapshot's frontier are not loaded. It returns os.ErrNotExist
 // (wrapped) when there is no file, ErrSnapshot (wrapped) when it cannot be
 // used.
 func ReadFile(path, streamID string, horizon time.Duration) (*Index, Snapshot, error) {
@@ -241,10 +242,16 @@ func read(r *countingReader, size int64, streamID string, horizon time.Duration)
 			if byte(i) != d[15] {
 				return nil, Snapshot{}, errors.New("a key in the wrong shard")
 			}
-			m[d] = binary.LittleEndian.Uint64(rec[16:])
+			// Keys above the frontier are left out: their events may be
+			// lost with the stream's unsynced tail (a power loss), and
+			// the owner reads back what the stream holds past the
+			// frontier anyway.
+			if seq := binary.LittleEndian.Uint64(rec[16:]); seq <= snap.Frontier {
+				m[d] = seq
+			}
 		}
 		x.shards[i].m = m
-		snap.Keys += int(n)
+		snap.Keys += len(m)
 	}
 	return x, snap, nil
 }

@@ -1,0 +1,453 @@
+package jetstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// copyTree copies the regular files under src to dst (dst must not exist).
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy %s: %v", src, err)
+	}
+}
+
+// The snapshot is fsynced (tmp, Sync, rename, dir sync) but with
+// nats.embedded.sync: interval (the default) the stream's file store is
+// fsynced only every 2 minutes: after a power loss the snapshot can hold
+// events the stream lost (the same happens when data_dir is restored from a
+// live file-level backup that copied the snapshot after jetstream/). Such a
+// snapshot must not make the index answer "duplicate" for a key whose event
+// is not in WEBHOOKS (promise 3): the sender's retry of it would be dropped.
+// Here the stream's store is put back to a state before the last event, the
+// snapshot (frontier past the stream's last sequence) is kept.
+func TestReviewKeyIndexDoesNotTrustASnapshotAheadOfTheStream(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "jetstream")
+	backup := filepath.Join(t.TempDir(), "jetstream")
+
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	k := openTestKeyIndex(t, c, dir)
+	if _, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	e.Shutdown()
+	copyTree(t, store, backup) // the stream as the disk last had it
+
+	e, c = startEmbedded(t, dir, keyIndexStreams())
+	k = openTestKeyIndex(t, c, dir)
+	lost, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:lost"))
+	if err != nil || lost.Duplicate {
+		t.Fatalf("publish: %+v, %v", lost, err)
+	}
+	if err := k.Close(); err != nil { // the snapshot now holds p:a:evt:lost
+		t.Fatal(err)
+	}
+	c.Close()
+	e.Shutdown()
+
+	// Power loss: the stream's unsynced tail (p:a:evt:lost) is gone, the
+	// fsynced snapshot is not.
+	if err := os.RemoveAll(store); err != nil {
+		t.Fatal(err)
+	}
+	copyTree(t, backup, store)
+
+	e, c = startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	if _, err := GetMsg(t.Context(), c, StreamWebhooks, lost.Seq); err == nil {
+		t.Fatalf("setup: seq %d still stored", lost.Seq)
+	}
+	k = openTestKeyIndex(t, c, dir)
+	before := webhooksMsgs(t, c)
+	again, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:lost"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Duplicate {
+		t.Fatalf("the sender's retry of an event WEBHOOKS does not hold was answered duplicate of seq %d (WEBHOOKS holds %d messages, last frontier in the snapshot %d): the event is lost",
+			again.Seq, before, k.Stats().Frontier)
+	}
+}
+
+// A key index whose snapshot was written before some events (a kill -9
+// less than SnapshotEvery after them), reopened after those events aged
+// out of WEBHOOKS (hookgate down longer than retention.webhooks.max_age),
+// finds no message above its frontier while the stream's last sequence is
+// above it. OpenKeyIndex must skip to the stream's end; it refuses instead,
+// and since the snapshot stays, serve can never start again without an
+// operator deleting the file.
+func TestReviewKeyIndexOpensWhenTheEventsAfterItsSnapshotAgedOut(t *testing.T) {
+	dir := t.TempDir()
+	sc := keyIndexStreams()
+	sc.Webhooks.MaxAge = 2 * time.Second // max_age >= horizon, as config check requires
+	const horizon = time.Second
+	open := func(c *Conn) (*KeyIndex, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		return OpenKeyIndex(ctx, c, KeyIndexOptions{Path: filepath.Join(dir, "keys.idx"), Horizon: horizon, Window: keyIndexWindow})
+	}
+	e, c := startEmbedded(t, dir, sc)
+	if _, err := open(c); err != nil { // writes the snapshot (frontier 0)
+		t.Fatal(err)
+	}
+	plain := NewPublisher(c, 5*time.Second)
+	for _, key := range []string{"p:a:evt:1", "p:a:evt:2", "p:a:evt:3"} {
+		// Through the plain publisher: as if hookgate was killed before
+		// its next snapshot (the index is never closed).
+		if _, err := plain.Publish(t.Context(), keyMsg(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	e.Shutdown() // kill -9: no snapshot
+
+	e, c = startEmbedded(t, dir, sc)
+	defer e.Shutdown()
+	defer c.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for webhooksMsgs(t, c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("WEBHOOKS's events did not age out in 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	k, err := open(c)
+	if err != nil {
+		t.Fatalf("open after the events aged out: %v (ErrUnavailable: %t)", err, errors.Is(err, ErrUnavailable))
+	}
+	if got := k.Stats().Frontier; got != 3 {
+		t.Fatalf("frontier %d, want 3", got)
+	}
+}
+
+// Keys of a snapshot that are past the horizon at the next start must not
+// be duplicates: with retention.webhooks.max_age = dedup.horizon (allowed
+// by config check) their events are gone, and a "duplicate" answer for a
+// key whose event is not stored drops the delivery (promise 3). The index
+// applies the horizon only in Run, a minute after the start.
+func TestReviewKeyIndexAppliesTheHorizonToASnapshotAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	sc := keyIndexStreams()
+	const horizon = 2 * time.Second
+	sc.Webhooks.MaxAge = horizon
+	open := func(c *Conn) *KeyIndex {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		k, err := OpenKeyIndex(ctx, c, KeyIndexOptions{Path: filepath.Join(dir, "keys.idx"), Horizon: horizon, Window: keyIndexWindow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	e, c := startEmbedded(t, dir, sc)
+	k := open(c)
+	first, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:old"))
+	if err != nil || first.Duplicate {
+		t.Fatalf("publish: %+v, %v", first, err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	e.Shutdown() // a clean stop; hookgate stays down longer than the horizon
+
+	e, c = startEmbedded(t, dir, sc)
+	defer e.Shutdown()
+	defer c.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for webhooksMsgs(t, c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("WEBHOOKS's event did not age out in 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	k = open(c)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = k.Run(ctx) }()
+	res, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Duplicate {
+		t.Fatalf("a key stored more than the horizon ago, whose event WEBHOOKS no longer holds, was answered duplicate of seq %d", res.Seq)
+	}
+}
+
+// Rolling back to the release before the key index (embedded, no index,
+// WEBHOOKS's window = the horizon): its first start recovers WEBHOOKS with
+// the short window this release left, so the server rebuilds only that
+// window's ids, then Provision widens the window to the horizon, which
+// does not re-read the stream: until that process restarts, a key stored
+// more than dedup.window ago is stored again. The README tells operators
+// to restart it once more at once; this checks that the second start
+// knows the keys again (the review's test showed the first one does not).
+func TestRollbackToTheHorizonWindowKnowsKeysAfterASecondStart(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	k := openTestKeyIndex(t, c, dir)
+	plain := NewPublisher(c, 5*time.Second)
+	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Publisher(plain).Publish(t.Context(), keyMsg("p:a:evt:1")); err != nil {
+		t.Fatal(err)
+	}
+	waitServerForgot(t, plain, "probe")
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	e.Shutdown()
+
+	// The previous release: StartEmbedded, then Provision with the
+	// horizon-long window (which widens it), then the plain publisher.
+	old := testStreams()
+	e, c = startEmbedded(t, dir, old)
+	c.Close()
+	e.Shutdown()
+	e, c = startEmbedded(t, dir, old) // the restart the README asks for
+	defer e.Shutdown()
+	defer c.Close()
+	before := webhooksMsgs(t, c)
+	res, err := NewPublisher(c, 5*time.Second).Publish(t.Context(), keyMsg("p:a:evt:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Duplicate {
+		t.Fatalf("after a rollback and a restart the key was stored again at seq %d (WEBHOOKS %d -> %d messages)", res.Seq, before, webhooksMsgs(t, c))
+	}
+}
+
+// With the key index, WEBHOOKS's duplicate window is dedup.window, which
+// config check accepts down to 1 s, while the Publisher's own retries of a
+// timed-out attempt (same Nats-Msg-Id, "retrying is safe because the same
+// Nats-Msg-Id makes the second attempt a duplicate") run for up to the
+// gateway's publish limit (10 s) with a 5 s attempt timeout. The index is
+// asked once, before the first attempt: a retry sent after the window,
+// of an attempt that was stored but answered late, is stored again.
+// Scaled down here: window 1 s, attempt timeout 1.5 s, ack 3 s late.
+func TestReviewKeyIndexPublisherRetryAfterTheWindowStoresOnce(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	dir := t.TempDir()
+	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	direct, err := Connect(ConnectOptions{Name: "index", Embedded: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
+		t.Fatal(err)
+	}
+	k := openTestKeyIndex(t, direct, dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = k.Run(ctx) }()
+
+	px := newDelayProxy(t, addr, 3*time.Second)
+	c, err := Connect(ConnectOptions{Name: "gateway", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	pub := k.Publisher(NewPublisher(c, 1500*time.Millisecond))
+	m := keyMsg("p:a:evt:slow-ack")
+	m.Deadline = time.Now().Add(5 * time.Second)
+	if err := c.NC.Flush(); err != nil { // idle: the next chunk is the ack
+		t.Fatal(err)
+	}
+	px.hold.Store(true)
+	res, err := pub.Publish(context.WithoutCancel(t.Context()), m)
+	if px.hold.Load() {
+		t.Fatal("no answer was held back: the fault did not hit the publish")
+	}
+	t.Logf("publish: %+v, %v", res, err)
+	if n := countSubject(t, direct, "webhooks.p.a"); n != 1 {
+		t.Fatalf("WEBHOOKS holds %d messages of one key, want 1", n)
+	}
+}
+
+// matchDelayProxy relays TCP between a NATS client and a server and holds
+// back, once armed, the first server-to-client chunk containing match for
+// wait (a slow first delivery: cold cache, busy disk or CPU at start).
+type matchDelayProxy struct {
+	ln    net.Listener
+	armed atomic.Bool
+	hit   atomic.Bool
+	match []byte
+	wait  time.Duration
+}
+
+func newMatchDelayProxy(t *testing.T, target string, match string, wait time.Duration) *matchDelayProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &matchDelayProxy{ln: ln, match: []byte(match), wait: wait}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						if p.armed.Load() && bytes.Contains(buf[:n], p.match) && p.armed.Swap(false) {
+							p.hit.Store(true)
+							time.Sleep(p.wait)
+						}
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+// Without a snapshot, OpenKeyIndex reads every event stored within the
+// horizon. When its first fetch brings nothing within its 1 s wait (the
+// server slow to deliver the first message), it concludes that nothing is
+// stored within the horizon and sets the frontier to the stream's last
+// sequence: every key of the horizon is then unknown for good, and a
+// repeat sent after dedup.window is stored again (promise 2), with no
+// warning logged. It should tell "nothing there" (the stream's state) from
+// "nothing came" (retry, or ErrUnavailable).
+func TestReviewKeyIndexFullReadDoesNotTakeASlowFirstFetchForAnEmptyHorizon(t *testing.T) {
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := free.Addr().String()
+	free.Close()
+	dir := t.TempDir()
+	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
+		t.Fatal(err)
+	}
+	plain := NewPublisher(direct, 5*time.Second)
+	// Stored by the previous release (no index, no snapshot): an upgrade.
+	first, err := plain.Publish(t.Context(), keyMsg("p:a:evt:upgraded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
+		t.Fatal(err)
+	}
+	waitServerForgot(t, plain, "probe")
+
+	px := newMatchDelayProxy(t, addr, "$JS.ACK."+StreamWebhooks+".", 2500*time.Millisecond)
+	c, err := Connect(ConnectOptions{Name: "gateway", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	px.armed.Store(true)
+	k := openTestKeyIndex(t, c, dir)
+	if !px.hit.Load() {
+		t.Fatal("no delivery was held back: the fault did not hit the read")
+	}
+	again, err := k.Publisher(NewPublisher(direct, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:upgraded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate {
+		t.Fatalf("a key stored within the horizon (seq %d) was stored again at seq %d after a slow first read", first.Seq, again.Seq)
+	}
+}
+
+// A kill -9 while a snapshot is being written (every SnapshotEvery, and
+// the file is 24 bytes a key: ~840 MB at 35 M keys) leaves its temporary
+// file in data_dir; nothing removes it later, so each such crash leaks a
+// snapshot's worth of disk next to the stream's files.
+func TestReviewKeyIndexRemovesTheTemporaryFileOfAnInterruptedSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	// What WriteFile's os.CreateTemp leaves when the process dies before
+	// its rename.
+	stale := filepath.Join(dir, "keys.idx.tmp1234567")
+	if err := os.WriteFile(stale, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	k := openTestKeyIndex(t, c, dir)
+	if _, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Fatalf("%s is still there after an open and a snapshot", filepath.Base(stale))
+	}
+}
