@@ -59,11 +59,17 @@ type KeyIndex struct {
 	// the window, within 50 ms to 1 s.
 	tick time.Duration
 
-	mu       sync.Mutex
-	saved    uint64    // frontier of the last snapshot
-	savedAt  time.Time // when it was written
-	target   uint64    // a sequence the stream had at targetAt, not yet known
+	mu      sync.Mutex
+	saved   uint64    // frontier of the last snapshot
+	savedAt time.Time // when it was written
+	// clearAt: every event stored before it is known (the index had
+	// caught up with what the stream held then). While events may be
+	// unknown (target set, or a read-back running), the lag is measured
+	// from it.
+	clearAt  time.Time
+	target   uint64    // the stream's last sequence at targetAt, not yet all known
 	targetAt time.Time
+	unsure   bool // a read-back ran (or failed) since the stream was last asked
 }
 
 // KeyIndexStats says what the index holds.
@@ -103,6 +109,7 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 		}
 	}
 	start := time.Now()
+	k.clearAt = start
 	idx, snap, err := keyindex.ReadFile(o.Path, k.streamID, o.Horizon)
 	if err == nil && snap.Frontier > info.State.LastSeq {
 		// The stream lost its unsynced tail (a power loss with sync:
@@ -262,41 +269,55 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 }
 
 // keepUp reads back the events the stream has had for a tick that the
-// index does not know yet.
+// index does not know yet, then notes the stream's last sequence.
 func (k *KeyIndex) keepUp(ctx context.Context) error {
 	f := k.idx.Frontier()
 	k.mu.Lock()
 	if k.target != 0 && f >= k.target {
-		k.target = 0
+		k.clearAt, k.target = k.targetAt, 0
 	}
 	target, at := k.target, k.targetAt
 	k.mu.Unlock()
 	_, gapSince, gap := k.idx.Gap()
 	if (target != 0 && time.Since(at) >= k.tick) || (gap && time.Since(gapSince) >= k.tick) {
-		_, err := k.catchUp(ctx)
+		began := time.Now()
 		k.mu.Lock()
-		if k.idx.Frontier() >= k.target {
-			k.target = 0
-		}
+		// Until the stream is asked again below, events stored during the
+		// read-back are unknown and not yet seen: the lag counts from
+		// clearAt meanwhile.
+		k.unsure = true
 		k.mu.Unlock()
-		return err
+		if _, err := k.catchUp(ctx); err != nil {
+			return err
+		}
+		k.mu.Lock()
+		// It read up to the stream's last sequence as of its start.
+		k.clearAt, k.target = began, 0
+		k.mu.Unlock()
 	}
-	if target != 0 {
+	k.mu.Lock()
+	pending := k.target != 0
+	k.mu.Unlock()
+	if pending {
 		return nil
 	}
+	asked := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := k.c.JS.Stream(rctx, StreamWebhooks)
 	if err != nil {
 		return classify("stream "+StreamWebhooks, err)
 	}
-	if last := s.CachedInfo().State.LastSeq; last > f {
-		k.mu.Lock()
-		if k.target == 0 {
-			k.target, k.targetAt = last, time.Now()
-		}
-		k.mu.Unlock()
+	last := s.CachedInfo().State.LastSeq
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case last <= k.idx.Frontier():
+		k.clearAt = asked
+	case k.target == 0:
+		k.target, k.targetAt = last, asked
 	}
+	k.unsure = false
 	return nil
 }
 
@@ -323,14 +344,16 @@ func (k *KeyIndex) Stats() KeyIndexStats {
 	return KeyIndexStats{Keys: k.idx.Len(), Frontier: k.idx.Frontier(), Behind: k.behind()}
 }
 
-// behind returns how long an event stored in WEBHOOKS has waited to be
-// known to the index.
+// behind returns how long an event stored in WEBHOOKS may have waited to
+// be known to the index: since the last moment it knew every stored event,
+// while it knows of one it has not seen (or reads back), else 0. An event
+// stored after Run last looked is seen missing within a tick.
 func (k *KeyIndex) behind() time.Duration {
 	var d time.Duration
 	f := k.idx.Frontier()
 	k.mu.Lock()
-	if k.target != 0 && f < k.target {
-		d = time.Since(k.targetAt)
+	if (k.target != 0 && f < k.target) || k.unsure {
+		d = time.Since(k.clearAt)
 	}
 	k.mu.Unlock()
 	if _, since, ok := k.idx.Gap(); ok {

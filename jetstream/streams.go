@@ -32,8 +32,13 @@ type StreamsConfig struct {
 	DedupWindow time.Duration // DLQ duplicate window
 	// KeyIndex: the gateway keeps WEBHOOKS's keys over the horizon in a
 	// KeyIndex (the embedded server, one writer), so WEBHOOKS's own
-	// duplicate window is DedupWindow instead of Horizon.
+	// duplicate window is DedupWindow instead of Horizon; WEBHOOKS is
+	// marked so (KeyIndexMetadata).
 	KeyIndex bool
+	// External: reached by nats.url. A WEBHOOKS marked as kept by an
+	// embedded hookgate's key index keeps its window and mark: this
+	// process is attached to that server (a consumer, a CLI).
+	External bool
 	// GrantsWindow is GRANTS's duplicate window: dedup.window when every
 	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
 	// 0 means Horizon.
@@ -70,6 +75,7 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			// KeyIndex it is dedup.window: the index holds the keys
 			// beyond it, read from this stream (see KeyIndex).
 			Duplicates: webhooksWindow(c),
+			Metadata:   webhooksMetadata(c),
 			// Deletes would make the server forget a key at restart.
 			DenyDelete: true,
 			DenyPurge:  true,
@@ -148,6 +154,10 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			return classify("look up stream "+want.Name, err)
 		}
 		have := s.CachedInfo().Config
+		if want.Name == StreamWebhooks && c.External && have.Metadata[KeyIndexMetadata] == "true" {
+			want.Duplicates = have.Duplicates
+			want.Metadata = map[string]string{KeyIndexMetadata: "true"}
+		}
 		if fixed := immutableDiff(have, want); fixed != "" {
 			problems = append(problems, fmt.Sprintf("stream %s: %s cannot be changed in place; keep the old value or migrate the stream (see README, Running in production)", want.Name, fixed))
 			continue
@@ -183,10 +193,32 @@ func immutableDiff(have, want js.StreamConfig) string {
 }
 
 func sameUpdatable(have, want js.StreamConfig) bool {
-	return have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
+	return have.Metadata[KeyIndexMetadata] == want.Metadata[KeyIndexMetadata] &&
+		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
 		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
 		have.Replicas == want.Replicas && have.Discard == want.Discard &&
 		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
+}
+
+// KeyIndexMetadata marks a WEBHOOKS whose keys an embedded hookgate's key
+// index holds over the horizon (its own duplicate window is shorter).
+const KeyIndexMetadata = "hookgate_key_index"
+
+func webhooksMetadata(c StreamsConfig) map[string]string {
+	if c.KeyIndex {
+		return map[string]string{KeyIndexMetadata: "true"}
+	}
+	return nil
+}
+
+// KeyIndexKept reports whether WEBHOOKS is marked as kept by an embedded
+// hookgate's key index: a gateway elsewhere would not know its keys.
+func KeyIndexKept(ctx context.Context, j js.JetStream) (bool, error) {
+	s, err := j.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return false, classify("stream "+StreamWebhooks, err)
+	}
+	return s.CachedInfo().Config.Metadata[KeyIndexMetadata] == "true", nil
 }
 
 func webhooksWindow(c StreamsConfig) time.Duration {

@@ -211,15 +211,20 @@ func read(r *countingReader, size int64, streamID string, horizon time.Duration)
 	}
 	x := New(horizon, 0)
 	x.frontier = snap.Frontier
-	x.expired.Store(expired)
 	x.marks = make([]checkpoint, 0, nmarks)
 	for range nmarks {
 		c := checkpoint{Seq: u(), Time: int64(u())}
 		if n := len(x.marks); n > 0 && (c.Seq <= x.marks[n-1].Seq || c.Time < x.marks[n-1].Time) {
 			return nil, Snapshot{}, errors.New("checkpoints out of order")
 		}
-		x.marks = append(x.marks, c)
+		// Like keys, checkpoints above the frontier are left out: the
+		// stream may have lost those events, and would date new ones
+		// by them (too early).
+		if c.Seq <= snap.Frontier {
+			x.marks = append(x.marks, c)
+		}
 	}
+	x.expired.Store(min(expired, snap.Frontier))
 	if err != nil {
 		return nil, Snapshot{}, err
 	}

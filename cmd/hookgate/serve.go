@@ -60,6 +60,15 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	audit, stopAudit := startAudit(sys, logger, 8192, auditFailures.Inc)
 	defer stopAudit()
 
+	if sys.embedded == nil && cfg.Roles.Gateway {
+		kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
+		if err != nil {
+			return err
+		}
+		if kept {
+			return fmt.Errorf("nats.url: WEBHOOKS there belongs to an embedded hookgate whose gateway keeps its keys over dedup.horizon (its duplicate window is only dedup.window): a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
+		}
+	}
 	var publisher gateway.Publisher = jetstream.NewPublisher(sys.conn, 5*time.Second)
 	var keys *jetstream.KeyIndex
 	if sys.embedded != nil && cfg.Roles.Gateway {
