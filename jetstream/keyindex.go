@@ -67,7 +67,7 @@ type KeyIndex struct {
 	// unknown (target set, or a read-back running), the lag is measured
 	// from it.
 	clearAt  time.Time
-	target   uint64    // the stream's last sequence at targetAt, not yet all known
+	target   uint64 // the stream's last sequence at targetAt, not yet all known
 	targetAt time.Time
 	unsure   bool // a read-back ran (or failed) since the stream was last asked
 }
