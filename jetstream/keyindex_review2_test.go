@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 )
@@ -31,18 +30,8 @@ func keyMsgOn(key, subject string) Message {
 // runs. Right after it ends, a retry of E2's key comes through the index's
 // publisher.
 func TestReviewKeyIndexEventStoredDuringASlowReadBackIsNotMeasuredFromItsStore(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
 	dir := t.TempDir()
-	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	addr, e := listeningEmbedded(t, dir)
 	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
 	if err != nil {
 		t.Fatal(err)

@@ -262,18 +262,8 @@ func TestRollbackToTheHorizonWindowKnowsKeysAfterASecondStart(t *testing.T) {
 // of an attempt that was stored but answered late, is stored again.
 // Scaled down here: window 1 s, attempt timeout 1.5 s, ack 3 s late.
 func TestReviewKeyIndexPublisherRetryAfterTheWindowStoresOnce(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
 	dir := t.TempDir()
-	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	addr, e := listeningEmbedded(t, dir)
 	direct, err := Connect(ConnectOptions{Name: "index", Embedded: e})
 	if err != nil {
 		t.Fatal(err)
@@ -374,18 +364,8 @@ func newMatchDelayProxy(t *testing.T, target string, match string, wait time.Dur
 // warning logged. It should tell "nothing there" (the stream's state) from
 // "nothing came" (retry, or ErrUnavailable).
 func TestReviewKeyIndexFullReadDoesNotTakeASlowFirstFetchForAnEmptyHorizon(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
 	dir := t.TempDir()
-	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	addr, e := listeningEmbedded(t, dir)
 	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
 	if err != nil {
 		t.Fatal(err)

@@ -68,18 +68,27 @@ func newDelayProxy(t *testing.T, target string, wait time.Duration) *delayProxy 
 // that is this call's own write, so the event is new (it was answered and
 // audited "duplicate", and no "accepted" record ever existed for it). A
 // real resend whose first attempt is as late stays a duplicate.
-func TestPublishLateAckIsNotADuplicate(t *testing.T) {
+// listeningEmbedded starts an embedded server in dir that also listens on
+// a loopback port (token "tok"), so a test can reach it through a proxy;
+// it returns that address. Stopped at cleanup.
+func listeningEmbedded(t *testing.T, dir string) (string, *Embedded) {
+	t.Helper()
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := free.Addr().String()
 	free.Close()
-	e, err := StartEmbedded(EmbeddedOptions{DataDir: t.TempDir(), Listen: addr, Token: "tok", MaxPayload: 4 << 20})
+	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Shutdown)
+	return addr, e
+}
+
+func TestPublishLateAckIsNotADuplicate(t *testing.T) {
+	addr, _ := listeningEmbedded(t, t.TempDir())
 	px := newDelayProxy(t, addr, 400*time.Millisecond)
 	c, err := Connect(ConnectOptions{Name: "test", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
 	if err != nil {

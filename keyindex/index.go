@@ -140,19 +140,7 @@ func (x *Index) Resolve(seq uint64, stored time.Time) {
 		x.ahead[seq] = struct{}{}
 		return
 	}
-	x.frontier = seq
-	for {
-		if _, ok := x.ahead[x.frontier+1]; !ok {
-			break
-		}
-		delete(x.ahead, x.frontier+1)
-		x.frontier++
-	}
-	if len(x.ahead) == 0 {
-		x.stalled = time.Time{}
-	} else {
-		x.stalled = time.Now()
-	}
+	x.advance(seq)
 }
 
 // SkipTo records that no event below seq exists beyond those known (they
@@ -163,12 +151,18 @@ func (x *Index) SkipTo(seq uint64) {
 	if seq == 0 || seq-1 <= x.frontier {
 		return
 	}
-	x.frontier = seq - 1
 	for s := range x.ahead {
-		if s <= x.frontier {
+		if s < seq {
 			delete(x.ahead, s)
 		}
 	}
+	x.advance(seq - 1)
+}
+
+// advance moves the frontier to seq, then through the known sequences
+// right after it; a gap left restarts the stall clock. x.mu held.
+func (x *Index) advance(seq uint64) {
+	x.frontier = seq
 	for {
 		if _, ok := x.ahead[x.frontier+1]; !ok {
 			break
