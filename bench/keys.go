@@ -156,6 +156,15 @@ func openKeysIndex(ctx context.Context, conn *jetstream.Conn, dir string, window
 	})
 }
 
+// runKeysIndex runs the index's Run as serve does (it keeps the index's
+// lag clock moving) and returns its stop.
+func runKeysIndex(ctx context.Context, ki *jetstream.KeyIndex) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = ki.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
 // RunKeysFill is the fill child: it fills, prints one KeysResultPrefix
 // line of JSON, then waits for a line on stdin before shutting down
 // cleanly, with the key index's snapshot (the parent kills it instead to
@@ -239,6 +248,7 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	}
 	res.IndexReadSeconds = time.Since(filled).Seconds()
 	res.IndexReadRate = float64(o.N) / res.IndexReadSeconds
+	stopIndex := runKeysIndex(ctx, ki)
 
 	// Steady state: the server's window holds the last 2 m of ids only.
 	if wait := time.Until(filled.Add(o.Window + min(o.Window, 10*time.Second))); wait > 0 {
@@ -304,6 +314,7 @@ func RunKeysFill(ctx context.Context, o KeysFillOptions, stdin io.Reader, stdout
 	// ids are read back at the restart, as a steady rate's last 2 m are
 	// after a crash).
 	_, _ = bufio.NewReader(stdin).ReadString('\n')
+	stopIndex()
 	if err := ki.Close(); err != nil {
 		return err
 	}
@@ -382,6 +393,7 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 		return err
 	}
 	res.IndexReady = time.Since(t0).Seconds()
+	stopIndex := runKeysIndex(ctx, ki)
 	pub := ki.Publisher(jetstream.NewPublisher(conn, 5*time.Second))
 	body := Body("evt_x", "G-1-1", time.Now(), 1024)
 	r, err := pub.Publish(ctx, jetstream.Message{Subject: keysSubject, Key: probe, Header: keysHeaders(probe), Body: body})
@@ -399,6 +411,7 @@ func RunKeysRestart(ctx context.Context, dir, probe string, settle time.Duration
 	res.RSS, _ = settledMemory(settle)
 	b, _ := json.Marshal(res)
 	fmt.Fprintf(stdout, "%s%s\n", KeysResultPrefix, b)
+	stopIndex()
 	return ki.Close()
 }
 

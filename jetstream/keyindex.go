@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/keyindex"
@@ -55,7 +56,7 @@ type KeyIndex struct {
 	streamID string
 	log      *slog.Logger
 	// tick: how often Run looks at the stream, and how long an event the
-	// stream has may stay unknown before it is read back; an eighth of
+	// stream has may stay unknown before it is read back; a sixteenth of
 	// the window, within 50 ms to 1 s.
 	tick time.Duration
 
@@ -63,13 +64,15 @@ type KeyIndex struct {
 	saved   uint64    // frontier of the last snapshot
 	savedAt time.Time // when it was written
 	// clearAt: every event stored before it is known (the index had
-	// caught up with what the stream held then). While events may be
-	// unknown (target set, or a read-back running), the lag is measured
-	// from it.
+	// caught up with what the stream held then). The lag is measured from
+	// it, whatever Run is doing: a look at the stream that hangs or fails,
+	// a slow read-back, Run not running, all count.
 	clearAt  time.Time
 	target   uint64 // the stream's last sequence at targetAt, not yet all known
 	targetAt time.Time
-	unsure   bool // a read-back ran (or failed) since the stream was last asked
+	running  atomic.Bool // Run is running (it must not run twice)
+	chores   sync.WaitGroup
+	busy     atomic.Bool // a snapshot or sweep is under way
 }
 
 // KeyIndexStats says what the index holds.
@@ -101,7 +104,7 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	}
 	info := s.CachedInfo()
 	k := &KeyIndex{c: c, o: o, log: o.Log, streamID: info.Created.UTC().Format(keyIndexStreamIDLayout)}
-	k.tick = min(max(o.Window/8, 50*time.Millisecond), time.Second)
+	k.tick = min(max(o.Window/16, 50*time.Millisecond), time.Second)
 	// A snapshot interrupted by a crash leaves its temporary file.
 	if stale, _ := filepath.Glob(o.Path + ".tmp*"); len(stale) > 0 {
 		for _, f := range stale {
@@ -134,6 +137,11 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	// The horizon applies from the first lookup on, not from Run's first
 	// sweep: after a long stop a snapshot's keys may all be past it.
 	k.idx.Expire(time.Now())
+	// What came while it read: the lag counts from now on only if the
+	// stream holds nothing more.
+	if err := k.confirm(ctx); err != nil {
+		return nil, err
+	}
 	k.log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),
 		slog.Uint64("seq", k.idx.Frontier()), slog.Duration("took", time.Since(start)))
 	if k.saved == 0 || read > 0 {
@@ -231,13 +239,18 @@ func (k *KeyIndex) catchUp(ctx context.Context) (int, error) {
 }
 
 // Run keeps the index in step until ctx ends: events stored but not yet
-// known a tick (an eighth of the window, at most a second) after the
+// known a tick (a sixteenth of the window, at most a second) after the
 // stream had them (an ack lost to a timeout, a
 // write by another client) are read back; keys past the horizon are
 // dropped; a snapshot is written every SnapshotEvery when keys were added.
 // It returns nil when ctx ends; a failed read or snapshot is logged and
 // tried again.
 func (k *KeyIndex) Run(ctx context.Context) error {
+	if !k.running.CompareAndSwap(false, true) {
+		return errors.New("key index: Run is already running")
+	}
+	defer k.running.Store(false)
+	defer k.chores.Wait()
 	tick := time.NewTicker(k.tick)
 	defer tick.Stop()
 	lastExpire := time.Now()
@@ -251,19 +264,29 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 			k.log.Warn("key index: reading back WEBHOOKS", slog.String("error", err.Error()))
 		}
 		k.idx.MoveExpiry(time.Now())
-		if time.Since(lastExpire) >= time.Minute {
-			lastExpire = time.Now()
-			if n := k.idx.Expire(time.Now()); n > 0 {
-				k.log.Debug("key index: keys past the horizon dropped", slog.Int("keys", n))
-			}
-		}
 		k.mu.Lock()
-		due := k.idx.Frontier() > k.saved && time.Since(k.savedAt) >= k.o.SnapshotEvery
+		snapshot := k.idx.Frontier() > k.saved && time.Since(k.savedAt) >= k.o.SnapshotEvery
 		k.mu.Unlock()
-		if due {
-			if err := k.Snapshot(); err != nil {
-				k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+		sweep := time.Since(lastExpire) >= time.Minute
+		if (snapshot || sweep) && k.busy.CompareAndSwap(false, true) {
+			if sweep {
+				lastExpire = time.Now()
 			}
+			// Off the ticking goroutine: at 10 M keys a snapshot takes
+			// about a second, and the lag clock would count it.
+			k.chores.Go(func() {
+				defer k.busy.Store(false)
+				if sweep {
+					if n := k.idx.Expire(time.Now()); n > 0 {
+						k.log.Debug("key index: keys past the horizon dropped", slog.Int("keys", n))
+					}
+				}
+				if snapshot {
+					if err := k.Snapshot(); err != nil {
+						k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+					}
+				}
+			})
 		}
 	}
 }
@@ -281,12 +304,6 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 	_, gapSince, gap := k.idx.Gap()
 	if (target != 0 && time.Since(at) >= k.tick) || (gap && time.Since(gapSince) >= k.tick) {
 		began := time.Now()
-		k.mu.Lock()
-		// Until the stream is asked again below, events stored during the
-		// read-back are unknown and not yet seen: the lag counts from
-		// clearAt meanwhile.
-		k.unsure = true
-		k.mu.Unlock()
 		if _, err := k.catchUp(ctx); err != nil {
 			return err
 		}
@@ -301,6 +318,13 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 	if pending {
 		return nil
 	}
+	return k.confirm(ctx)
+}
+
+// confirm asks the stream for its last sequence: when the index knows it
+// all, every event stored before the question is known (clearAt); else it
+// becomes the target the next ticks wait for.
+func (k *KeyIndex) confirm(ctx context.Context) error {
 	asked := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -313,11 +337,12 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 	defer k.mu.Unlock()
 	switch {
 	case last <= k.idx.Frontier():
-		k.clearAt = asked
+		if asked.After(k.clearAt) {
+			k.clearAt = asked
+		}
 	case k.target == 0:
 		k.target, k.targetAt = last, asked
 	}
-	k.unsure = false
 	return nil
 }
 
@@ -345,16 +370,12 @@ func (k *KeyIndex) Stats() KeyIndexStats {
 }
 
 // behind returns how long an event stored in WEBHOOKS may have waited to
-// be known to the index: since the last moment it knew every stored event,
-// while it knows of one it has not seen (or reads back), else 0. An event
-// stored after Run last looked is seen missing within a tick.
+// be known to the index: since the last moment it knew every stored event
+// (Run moves that moment about every tick; under load it trails by one or
+// two), or since a gap in the sequences it saw opened, if longer.
 func (k *KeyIndex) behind() time.Duration {
-	var d time.Duration
-	f := k.idx.Frontier()
 	k.mu.Lock()
-	if (k.target != 0 && f < k.target) || k.unsure {
-		d = time.Since(k.clearAt)
-	}
+	d := time.Since(k.clearAt)
 	k.mu.Unlock()
 	if _, since, ok := k.idx.Gap(); ok {
 		d = max(d, time.Since(since))

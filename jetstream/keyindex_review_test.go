@@ -234,10 +234,20 @@ func TestRollbackToTheHorizonWindowKnowsKeysAfterASecondStart(t *testing.T) {
 	c.Close()
 	e.Shutdown()
 
-	// The previous release: StartEmbedded, then Provision with the
-	// horizon-long window (which widens it), then the plain publisher.
+	// The previous release: StartEmbedded, then its Provision, which knew
+	// no key-index mark and widened the window to the horizon, then the
+	// plain publisher.
 	old := testStreams()
-	e, c = startEmbedded(t, dir, old)
+	e, c = startEmbedded(t, dir, keyIndexStreams())
+	st, err := c.JS.Stream(t.Context(), StreamWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.Duplicates, cfg.Metadata = old.Horizon, nil
+	if _, err := c.JS.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
 	e.Shutdown()
 	e, c = startEmbedded(t, dir, old) // the restart the README asks for

@@ -34,11 +34,13 @@ type StreamsConfig struct {
 	// KeyIndex (the embedded server, one writer), so WEBHOOKS's own
 	// duplicate window is DedupWindow instead of Horizon; WEBHOOKS is
 	// marked so (KeyIndexMetadata).
+	// Without it, a WEBHOOKS marked as kept by an embedded hookgate's key
+	// index keeps its window and mark: this process is attached to that
+	// server by nats.url (a consumer, a CLI), or is that hookgate started
+	// consumer-only. Widening the window would not bring back the older
+	// ids (the server reads them only at start), and the mark keeps a
+	// gateway elsewhere from starting on it (KeyIndexKept).
 	KeyIndex bool
-	// External: reached by nats.url. A WEBHOOKS marked as kept by an
-	// embedded hookgate's key index keeps its window and mark: this
-	// process is attached to that server (a consumer, a CLI).
-	External bool
 	// GrantsWindow is GRANTS's duplicate window: dedup.window when every
 	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
 	// 0 means Horizon.
@@ -154,7 +156,7 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			return classify("look up stream "+want.Name, err)
 		}
 		have := s.CachedInfo().Config
-		if want.Name == StreamWebhooks && c.External && have.Metadata[KeyIndexMetadata] == "true" {
+		if want.Name == StreamWebhooks && !c.KeyIndex && have.Metadata[KeyIndexMetadata] == "true" {
 			want.Duplicates = have.Duplicates
 			want.Metadata = map[string]string{KeyIndexMetadata: "true"}
 		}
