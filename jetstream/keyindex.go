@@ -402,6 +402,8 @@ func (k *KeyIndex) Publisher(p *Publisher) *KeyIndexPublisher {
 // long ago and not yet known might be stored again.
 func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResult, error) {
 	d := keyindex.DigestOf(m.Key)
+	// A key found is always right (its event is stored), even while the
+	// index lags.
 	if seq, ok := p.k.idx.LookupDigest(d); ok {
 		return PublishResult{Duplicate: true, Seq: seq}, nil
 	}
@@ -409,6 +411,13 @@ func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResu
 	limit := max(p.k.o.Window/2-p.k.tick, p.k.tick)
 	if b := p.k.behind(); b > limit {
 		return PublishResult{}, fmt.Errorf("%w: the key index has been behind %s for %s", ErrUnavailable, StreamWebhooks, b.Round(time.Millisecond))
+	}
+	// Look again: the lag was checked after the first look, and a
+	// read-back that ended between the two (and moved the lag clock) may
+	// have brought this key. Every event stored before the lag limit is
+	// known by now.
+	if seq, ok := p.k.idx.LookupDigest(d); ok {
+		return PublishResult{Duplicate: true, Seq: seq}, nil
 	}
 	// The publisher retries an attempt whose answer did not come with the
 	// same Nats-Msg-Id: safe only while the stream's window still holds
