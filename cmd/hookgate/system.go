@@ -27,11 +27,8 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 	return jetstream.StreamsConfig{
 		Replicas: cfg.NATS.Replicas,
 		Horizon:  cfg.Dedup.Horizon,
-		// The embedded serve's gateway keeps the keys (a consumer-only
-		// one leaves WEBHOOKS's window at the horizon for a gateway
-		// elsewhere).
+		// The embedded serve's gateway keeps the keys.
 		KeyIndex:     cfg.NATS.URL == "" && cfg.Roles.Gateway,
-		External:     cfg.NATS.URL != "",
 		GrantsWindow: grantsWindow(cfg),
 		DedupWindow:  cfg.Dedup.Window,
 		MaxMsgSize:   int32(cfg.HTTP.MaxBodyBytes + headerRoom),
