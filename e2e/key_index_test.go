@@ -2,9 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // TestEmbeddedKeysStayDuplicatesBeyondTheWindowAcrossRestarts: on the
@@ -74,5 +79,97 @@ func TestEmbeddedKeysStayDuplicatesBeyondTheWindowAcrossRestarts(t *testing.T) {
 	}
 	if seen[a.key] != 1 || seen[b.key] != 1 || len(seen) != 2 {
 		t.Fatalf("stored keys %v, want %s and %s once each", seen, a.key, b.key)
+	}
+}
+
+// TestEmbeddedUpgradeTakesWebhooksWhileTheKeyIndexReadsBack: a data_dir of
+// the release before the key index (WEBHOOKS unmarked, its window the
+// horizon, no snapshot) is taken over without a pause: serve listens at
+// once with the server's horizon-long window, reads the keys back, puts
+// the index in front and narrows the window; a key stored before the
+// upgrade stays a duplicate throughout and after a restart.
+func TestEmbeddedUpgradeTakesWebhooksWhileTheKeyIndexReadsBack(t *testing.T) {
+	e := newEnv(t, "")
+	f, err := os.OpenFile(e.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("dedup: { horizon: 1h, window: 1s }\nroles: { consumer: false }\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	body := []byte(`{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	send := func(hg *instance, want string) string {
+		t.Helper()
+		r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_before_upgrade", body), body)
+		var a struct{ Status, Key string }
+		_ = json.Unmarshal([]byte(r.body), &a)
+		if r.status != 200 || a.Status != want {
+			t.Fatalf("%d %s, want 200 %s\n%s", r.status, r.body, want, hg.stderr)
+		}
+		return a.Key
+	}
+
+	hg := start(t, e.cfgPath)
+	key := send(hg, "accepted")
+	// Make it the previous release's store: more events (the read-back
+	// takes a moment), WEBHOOKS unmarked with a horizon-long window, and
+	// (after the stop) no snapshot.
+	j := natsClient(t, e.natsURL, natsToken)
+	ctx := t.Context()
+	for i := range 20000 {
+		id := fmt.Sprintf("grants:default:evt:old_%d", i)
+		if _, err := j.PublishAsync("webhooks.grants.default", body, js.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-j.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("publishes not acknowledged in 30 s")
+	}
+	s, err := j.Stream(ctx, "WEBHOOKS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Duplicates, cfg.Metadata = time.Hour, nil
+	if _, err := j.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	hg.stop(t)
+	if err := os.Remove(filepath.Join(e.dir, "data", "webhooks-keys.idx")); err != nil {
+		t.Fatal(err)
+	}
+
+	hg = start(t, e.cfgPath)
+	if !strings.Contains(hg.stderr.String(), "not kept by a key index yet") {
+		t.Fatalf("serve did not take the upgrade path:\n%s", hg.stderr)
+	}
+	send(hg, "duplicate") // at once: the server's horizon-long window, or the index
+	window := func() (time.Duration, string) {
+		s, err := j.Stream(ctx, "WEBHOOKS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.CachedInfo().Config
+		return c.Duplicates, c.Metadata["hookgate_key_index"]
+	}
+	waitFor(t, "WEBHOOKS's window narrowed to dedup.window and marked", 60*time.Second, func() bool {
+		d, mark := window()
+		return d == time.Second && mark == "true"
+	})
+	send(hg, "duplicate")
+	hg.stop(t)
+	hg = start(t, e.cfgPath)
+	send(hg, "duplicate") // from the snapshot, the server's window now 1 s
+	seen := 0
+	for _, k := range storedKeys(t, j) {
+		if k == key {
+			seen++
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("%s stored %d times, want once", key, seen)
 	}
 }

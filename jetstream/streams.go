@@ -160,6 +160,12 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			want.Duplicates = have.Duplicates
 			want.Metadata = map[string]string{KeyIndexMetadata: "true"}
 		}
+		if want.Name == StreamWebhooks && c.KeyIndex && have.Metadata[KeyIndexMetadata] != "true" && have.Duplicates >= c.Horizon {
+			// Not yet kept by a key index (an upgrade): the server started
+			// with this window and holds every id of the horizon. Keep it
+			// until the index has read them; NarrowWebhooks then narrows.
+			want.Duplicates, want.Metadata = have.Duplicates, nil
+		}
 		if fixed := immutableDiff(have, want); fixed != "" {
 			problems = append(problems, fmt.Sprintf("stream %s: %s cannot be changed in place; keep the old value or migrate the stream (see README, Running in production)", want.Name, fixed))
 			continue
@@ -221,6 +227,23 @@ func KeyIndexKept(ctx context.Context, j js.JetStream) (bool, error) {
 		return false, classify("stream "+StreamWebhooks, err)
 	}
 	return s.CachedInfo().Config.Metadata[KeyIndexMetadata] == "true", nil
+}
+
+// NarrowWebhooks gives WEBHOOKS the window and mark of a key-indexed
+// stream (c.KeyIndex), once the key index knows every key of the horizon:
+// from then on the server forgets ids after dedup.window.
+func NarrowWebhooks(ctx context.Context, j js.JetStream, c StreamsConfig) error {
+	s, err := j.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return classify("stream "+StreamWebhooks, err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.Duplicates = webhooksWindow(c)
+	cfg.Metadata = webhooksMetadata(c)
+	if _, err := j.UpdateStream(ctx, cfg); err != nil {
+		return classify("update stream "+StreamWebhooks, err)
+	}
+	return nil
 }
 
 func webhooksWindow(c StreamsConfig) time.Duration {

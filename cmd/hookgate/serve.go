@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -20,9 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 )
-
-// keyIndexFile is the key index's snapshot in the embedded data_dir.
-const keyIndexFile = "webhooks-keys.idx"
 
 // headerRoom is what a stored event's headers may add to its body; the
 // NATS max payload is set (embedded) or checked (external) with it.
@@ -70,29 +66,19 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 	var publisher gateway.Publisher = jetstream.NewPublisher(sys.conn, 5*time.Second)
-	var keys *jetstream.KeyIndex
+	var keys *keyIndexGateway
 	if sys.embedded != nil && cfg.Roles.Gateway {
 		// The embedded serve is WEBHOOKS's only writer: its gateway keeps
 		// the keys over the horizon itself, and WEBHOOKS's own duplicate
 		// window is dedup.window (streamsConfig).
-		keys, err = jetstream.OpenKeyIndex(ctx, sys.conn, jetstream.KeyIndexOptions{
-			Path:    filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile),
-			Horizon: cfg.Dedup.Horizon,
-			Window:  cfg.Dedup.Window,
-			Log:     logger,
-		})
-		if err != nil {
-			return fmt.Errorf("key index: %w", err)
+		if keys, err = openKeyIndexGateway(ctx, cfg, sys, logger, publisher.(*jetstream.Publisher)); err != nil {
+			return err
 		}
 		// Deferred after the audit writer's stop, so it runs before it
 		// and before NATS closes: once the gateway stopped publishing.
-		defer func() {
-			if err := keys.Close(); err != nil {
-				logger.Warn("key index snapshot", slog.String("error", err.Error()))
-			}
-		}()
-		publisher = keys.Publisher(publisher.(*jetstream.Publisher))
-		reg.MustRegister(newKeyIndexCollector(keys))
+		defer keys.close()
+		publisher = keys
+		reg.MustRegister(newKeyIndexCollector(keys.keys.Load))
 	}
 	deps := gateway.Deps{
 		Publisher: publisher,
@@ -153,7 +139,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprintln(stdout, l.line)
 	}
 	if keys != nil {
-		g.Go(func() error { return keys.Run(gctx) })
+		g.Go(func() error { return keys.run(gctx) })
 	}
 	if runConsumer != nil {
 		// The consumer stops with ctx and finishes its current events

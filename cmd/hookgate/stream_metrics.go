@@ -57,11 +57,11 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 
 // keyIndexCollector reports the gateway's key index (embedded server).
 type keyIndexCollector struct {
-	keys         *jetstream.KeyIndex
+	keys         func() *jetstream.KeyIndex // nil while an upgrade reads the keys back
 	size, behind *prometheus.Desc
 }
 
-func newKeyIndexCollector(k *jetstream.KeyIndex) *keyIndexCollector {
+func newKeyIndexCollector(k func() *jetstream.KeyIndex) *keyIndexCollector {
 	return &keyIndexCollector{
 		keys:   k,
 		size:   prometheus.NewDesc("hookgate_key_index_keys", "Keys the gateway's key index holds (accepted within dedup.horizon).", nil, nil),
@@ -75,7 +75,11 @@ func (c *keyIndexCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *keyIndexCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.keys.Stats()
+	k := c.keys()
+	if k == nil {
+		return
+	}
+	st := k.Stats()
 	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Keys))
 	ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, st.Behind.Seconds())
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// keyIndexFile is the key index's snapshot in the embedded data_dir.
+const keyIndexFile = "webhooks-keys.idx"
+
+// keyIndexGateway is the embedded gateway's key index and the publisher in
+// front of it. On a WEBHOOKS already kept by a key index the index is
+// opened before serve listens (from its snapshot, or by reading the
+// horizon back). On an upgrade (WEBHOOKS unmarked, its window still the
+// horizon, which the server just read in) serve takes webhooks at once
+// through the plain publisher while run reads the keys back; once the
+// index has caught up, the publisher switches to it and WEBHOOKS's window
+// is narrowed to dedup.window.
+type keyIndexGateway struct {
+	cfg   *config.Config
+	sys   *system
+	log   *slog.Logger
+	opts  jetstream.KeyIndexOptions
+	plain *jetstream.Publisher
+	keys  atomic.Pointer[jetstream.KeyIndex]
+	to    atomic.Pointer[jetstream.KeyIndexPublisher]
+}
+
+func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, plain *jetstream.Publisher) (*keyIndexGateway, error) {
+	g := &keyIndexGateway{cfg: cfg, sys: sys, log: logger, plain: plain, opts: jetstream.KeyIndexOptions{
+		Path:    filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile),
+		Horizon: cfg.Dedup.Horizon,
+		Window:  cfg.Dedup.Window,
+		Log:     logger,
+	}}
+	kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
+	if err != nil {
+		return nil, err
+	}
+	if !kept {
+		logger.Info("WEBHOOKS is not kept by a key index yet (an upgrade): taking webhooks with its horizon-long duplicate window while the key index reads the horizon's keys back")
+		return g, nil
+	}
+	k, err := jetstream.OpenKeyIndex(ctx, sys.conn, g.opts)
+	if err != nil {
+		return nil, fmt.Errorf("key index: %w", err)
+	}
+	g.keys.Store(k)
+	g.to.Store(k.Publisher(plain))
+	return g, nil
+}
+
+// Publish goes through the key index once it is in front, else straight
+// to WEBHOOKS (whose window then spans the horizon).
+func (g *keyIndexGateway) Publish(ctx context.Context, m jetstream.Message) (jetstream.PublishResult, error) {
+	if p := g.to.Load(); p != nil {
+		return p.Publish(ctx, m)
+	}
+	return g.plain.Publish(ctx, m)
+}
+
+// run keeps the index in step until ctx ends, opening it first on an
+// upgrade.
+func (g *keyIndexGateway) run(ctx context.Context) error {
+	k := g.keys.Load()
+	if k != nil {
+		return k.Run(ctx)
+	}
+	k, err := jetstream.OpenKeyIndex(ctx, g.sys.conn, g.opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("key index: %w", err)
+	}
+	g.keys.Store(k)
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	// Events stored while it read are read back by Run: switch once
+	// every event older than a quarter window is known.
+	for k.Stats().Behind > g.opts.Window/4 {
+		select {
+		case <-ctx.Done():
+			return <-done
+		case err := <-done:
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	g.to.Store(k.Publisher(g.plain))
+	if err := jetstream.NarrowWebhooks(ctx, g.sys.conn.JS, streamsConfig(g.cfg)); err != nil {
+		// The window stays the horizon: safe, it costs the memory the
+		// index saves. The next start narrows it.
+		g.log.Error("key index: narrowing WEBHOOKS's duplicate window", slog.String("error", err.Error()))
+	} else {
+		g.log.Info("key index in front of the gateway; WEBHOOKS's duplicate window narrowed", slog.Duration("window", g.opts.Window))
+	}
+	return <-done
+}
+
+// close writes the index's last snapshot (once the gateway stopped).
+func (g *keyIndexGateway) close() {
+	if k := g.keys.Load(); k != nil {
+		if err := k.Close(); err != nil {
+			g.log.Warn("key index snapshot", slog.String("error", err.Error()))
+		}
+	}
+}
