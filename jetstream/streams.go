@@ -156,15 +156,20 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			return classify("look up stream "+want.Name, err)
 		}
 		have := s.CachedInfo().Config
-		if want.Name == StreamWebhooks && !c.KeyIndex && have.Metadata[KeyIndexMetadata] == "true" {
-			want.Duplicates = have.Duplicates
-			want.Metadata = map[string]string{KeyIndexMetadata: "true"}
-		}
-		if want.Name == StreamWebhooks && c.KeyIndex && have.Metadata[KeyIndexMetadata] != "true" && have.Duplicates >= c.Horizon {
-			// Not yet kept by a key index (an upgrade): the server started
-			// with this window and holds every id of the horizon. Keep it
-			// until the index has read them; NarrowWebhooks then narrows.
-			want.Duplicates, want.Metadata = have.Duplicates, nil
+		if mark := have.Metadata[KeyIndexMetadata]; want.Name == StreamWebhooks {
+			switch {
+			case !c.KeyIndex && mark != "":
+				want.Duplicates = have.Duplicates
+				want.Metadata = map[string]string{KeyIndexMetadata: mark}
+			case c.KeyIndex && mark != "true" && have.Duplicates >= c.Horizon:
+				// Not yet kept by a key index (an upgrade): the server
+				// started with this window and holds every id of the
+				// horizon. Keep it until the index has read them
+				// (NarrowWebhooks); marked pending meanwhile, so that no
+				// gateway elsewhere starts on it (KeyIndexClaimed).
+				want.Duplicates = have.Duplicates
+				want.Metadata = map[string]string{KeyIndexMetadata: keyIndexPending}
+			}
 		}
 		if fixed := immutableDiff(have, want); fixed != "" {
 			problems = append(problems, fmt.Sprintf("stream %s: %s cannot be changed in place; keep the old value or migrate the stream (see README, Running in production)", want.Name, fixed))
@@ -219,14 +224,31 @@ func webhooksMetadata(c StreamsConfig) map[string]string {
 	return nil
 }
 
-// KeyIndexKept reports whether WEBHOOKS is marked as kept by an embedded
-// hookgate's key index: a gateway elsewhere would not know its keys.
+// keyIndexPending marks a WEBHOOKS whose key index is being built (an
+// upgrade): its window still spans the horizon.
+const keyIndexPending = "pending"
+
+// KeyIndexKept reports whether WEBHOOKS is kept by an embedded hookgate's
+// key index, its window narrowed.
 func KeyIndexKept(ctx context.Context, j js.JetStream) (bool, error) {
+	mark, err := keyIndexMark(ctx, j)
+	return mark == "true", err
+}
+
+// KeyIndexClaimed reports whether an embedded hookgate's key index keeps
+// WEBHOOKS or is being built for it: a gateway elsewhere would not know
+// its keys.
+func KeyIndexClaimed(ctx context.Context, j js.JetStream) (bool, error) {
+	mark, err := keyIndexMark(ctx, j)
+	return mark != "", err
+}
+
+func keyIndexMark(ctx context.Context, j js.JetStream) (string, error) {
 	s, err := j.Stream(ctx, StreamWebhooks)
 	if err != nil {
-		return false, classify("stream "+StreamWebhooks, err)
+		return "", classify("stream "+StreamWebhooks, err)
 	}
-	return s.CachedInfo().Config.Metadata[KeyIndexMetadata] == "true", nil
+	return s.CachedInfo().Config.Metadata[KeyIndexMetadata], nil
 }
 
 // NarrowWebhooks gives WEBHOOKS the window and mark of a key-indexed

@@ -31,6 +31,10 @@ type keyIndexGateway struct {
 	plain *jetstream.Publisher
 	keys  atomic.Pointer[jetstream.KeyIndex]
 	to    atomic.Pointer[jetstream.KeyIndexPublisher]
+	// plainInFlight counts publishes through the plain publisher; the
+	// window is narrowed only once those begun before the switch ended
+	// (their same-id retries rely on the horizon-long window).
+	plainInFlight atomic.Int64
 }
 
 func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, plain *jetstream.Publisher) (*keyIndexGateway, error) {
@@ -60,9 +64,14 @@ func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, l
 // Publish goes through the key index once it is in front, else straight
 // to WEBHOOKS (whose window then spans the horizon).
 func (g *keyIndexGateway) Publish(ctx context.Context, m jetstream.Message) (jetstream.PublishResult, error) {
+	// Counted before the switch is looked at: run waits for every plain
+	// publish that could have missed it.
+	g.plainInFlight.Add(1)
 	if p := g.to.Load(); p != nil {
+		g.plainInFlight.Add(-1)
 		return p.Publish(ctx, m)
 	}
+	defer g.plainInFlight.Add(-1)
 	return g.plain.Publish(ctx, m)
 }
 
@@ -95,6 +104,15 @@ func (g *keyIndexGateway) run(ctx context.Context) error {
 		}
 	}
 	g.to.Store(k.Publisher(g.plain))
+	for g.plainInFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return <-done
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	if err := jetstream.NarrowWebhooks(ctx, g.sys.conn.JS, streamsConfig(g.cfg)); err != nil {
 		// The window stays the horizon: safe, it costs the memory the
 		// index saves. The next start narrows it.

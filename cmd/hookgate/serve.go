@@ -57,12 +57,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer stopAudit()
 
 	if sys.embedded == nil && cfg.Roles.Gateway {
-		kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
+		claimed, err := jetstream.KeyIndexClaimed(ctx, sys.conn.JS)
 		if err != nil {
 			return err
 		}
-		if kept {
-			return fmt.Errorf("nats.url: WEBHOOKS there belongs to an embedded hookgate whose gateway keeps its keys over dedup.horizon (its duplicate window is only dedup.window): a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
+		if claimed {
+			return fmt.Errorf("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
 		}
 	}
 	var publisher gateway.Publisher = jetstream.NewPublisher(sys.conn, 5*time.Second)
