@@ -15,6 +15,30 @@ import (
 // keyIndexFile is the key index's snapshot in the embedded data_dir.
 const keyIndexFile = "webhooks-keys.idx"
 
+// A gateway on nats.url looks every remoteGatewayCheck whether an embedded
+// hookgate's key index claimed WEBHOOKS, and stops; the embedded one
+// narrows WEBHOOKS's window no sooner than remoteGatewayGrace after it
+// marked it pending.
+const (
+	remoteGatewayCheck = 2 * time.Second
+	remoteGatewayGrace = 3 * remoteGatewayCheck
+)
+
+// refuseClaimedWebhooks returns an error naming the way out when WEBHOOKS
+// is kept by an embedded hookgate's key index, or one being built: a
+// gateway elsewhere (nats.url) would not know its keys. Lookup errors are
+// returned as they are (ErrUnavailable when NATS does not answer).
+func refuseClaimedWebhooks(ctx context.Context, sys *system) error {
+	claimed, err := jetstream.KeyIndexClaimed(ctx, sys.conn.JS)
+	if err != nil {
+		return err
+	}
+	if claimed {
+		return fmt.Errorf("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
+	}
+	return nil
+}
+
 // keyIndexGateway is the embedded gateway's key index and the publisher in
 // front of it. On a WEBHOOKS already kept by a key index the index is
 // opened before serve listens (from its snapshot, or by reading the
@@ -35,6 +59,8 @@ type keyIndexGateway struct {
 	// window is narrowed only once those begun before the switch ended
 	// (their same-id retries rely on the horizon-long window).
 	plainInFlight atomic.Int64
+	// pendingSince: when this upgrade found WEBHOOKS marked pending.
+	pendingSince time.Time
 }
 
 func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, plain *jetstream.Publisher) (*keyIndexGateway, error) {
@@ -49,6 +75,7 @@ func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, l
 		return nil, err
 	}
 	if !kept {
+		g.pendingSince = time.Now()
 		logger.Info("WEBHOOKS is not kept by a key index yet (an upgrade): taking webhooks with its horizon-long duplicate window while the key index reads the horizon's keys back")
 		return g, nil
 	}
@@ -104,7 +131,10 @@ func (g *keyIndexGateway) run(ctx context.Context) error {
 		}
 	}
 	g.to.Store(k.Publisher(g.plain))
-	for g.plainInFlight.Load() > 0 {
+	// Wait for the plain publishes begun before the switch, and give a
+	// gateway elsewhere on this server time to see the pending mark and
+	// stop.
+	for g.plainInFlight.Load() > 0 || time.Since(g.pendingSince) < remoteGatewayGrace {
 		select {
 		case <-ctx.Done():
 			return <-done

@@ -56,13 +56,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	audit, stopAudit := startAudit(sys, logger, 8192, auditFailures.Inc)
 	defer stopAudit()
 
-	if sys.embedded == nil && cfg.Roles.Gateway {
-		claimed, err := jetstream.KeyIndexClaimed(ctx, sys.conn.JS)
-		if err != nil {
+	watchClaim := sys.embedded == nil && cfg.Roles.Gateway
+	if watchClaim {
+		if err := refuseClaimedWebhooks(ctx, sys); err != nil {
 			return err
-		}
-		if claimed {
-			return fmt.Errorf("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
 		}
 	}
 	var publisher gateway.Publisher = jetstream.NewPublisher(sys.conn, 5*time.Second)
@@ -140,6 +137,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if keys != nil {
 		g.Go(func() error { return keys.run(gctx) })
+	}
+	if watchClaim {
+		// An embedded hookgate this gateway shares NATS with may start
+		// keeping a key index later (its gateway role turned on, an
+		// upgrade): it marks WEBHOOKS pending and narrows the window only
+		// remoteGatewayGrace later; this gateway stops before that.
+		g.Go(func() error {
+			t := time.NewTicker(remoteGatewayCheck)
+			defer t.Stop()
+			for {
+				select {
+				case <-gctx.Done():
+					return nil
+				case <-t.C:
+				}
+				if err := refuseClaimedWebhooks(gctx, sys); err != nil && !errors.Is(err, jetstream.ErrUnavailable) {
+					logger.Error("gateway stops", slog.String("error", err.Error()))
+					return err
+				}
+			}
+		})
 	}
 	if runConsumer != nil {
 		// The consumer stops with ctx and finishes its current events
