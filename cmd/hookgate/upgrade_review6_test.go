@@ -107,13 +107,15 @@ func TestReview6GatewayRunningBeforeTheUpgradeOutlivesTheNarrowing(t *testing.T)
 	rctx, rcancel := context.WithCancel(ctx)
 	var stdout, stderr lockedBuf
 	remote := make(chan error, 1)
+	remoteDone := make(chan struct{})
 	go func() {
+		defer close(remoteDone)
 		remote <- run(rctx, []string{"serve", "--config", path}, func(string) string { return "" }, nil, &stdout, &stderr)
 	}()
 	defer func() {
 		rcancel()
 		select {
-		case <-remote:
+		case <-remoteDone:
 		case <-time.After(40 * time.Second):
 		}
 	}()
