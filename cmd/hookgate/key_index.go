@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -34,10 +35,12 @@ func refuseClaimedWebhooks(ctx context.Context, sys *system) error {
 		return err
 	}
 	if claimed {
-		return fmt.Errorf("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
+		return errClaimedWebhooks
 	}
 	return nil
 }
+
+var errClaimedWebhooks = errors.New("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
 
 // keyIndexGateway is the embedded gateway's key index and the publisher in
 // front of it. On a WEBHOOKS already kept by a key index the index is

@@ -152,9 +152,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 					return nil
 				case <-t.C:
 				}
-				if err := refuseClaimedWebhooks(gctx, sys); err != nil && !errors.Is(err, jetstream.ErrUnavailable) {
-					logger.Error("gateway stops", slog.String("error", err.Error()))
-					return err
+				// A lookup that fails (NATS away, WEBHOOKS missing) is the
+				// store's trouble, answered 503 per request; only a claim
+				// stops the gateway.
+				if claimed, err := jetstream.KeyIndexClaimed(gctx, sys.conn.JS); err == nil && claimed {
+					logger.Error("gateway stops", slog.String("error", errClaimedWebhooks.Error()))
+					return errClaimedWebhooks
 				}
 			}
 		})
