@@ -54,7 +54,6 @@ type KeyIndex struct {
 	o        KeyIndexOptions
 	idx      *keyindex.Index
 	streamID string
-	log      *slog.Logger
 	// tick: how often Run looks at the stream, and how long an event the
 	// stream has may stay unknown before it is read back; a sixteenth of
 	// the window, within 50 ms to 1 s.
@@ -79,8 +78,9 @@ type KeyIndex struct {
 type KeyIndexStats struct {
 	Keys     int
 	Frontier uint64
-	// Behind: how long an event already stored has been waiting to be
-	// known (0: none).
+	// Behind: how long since the index last knew every stored event (a
+	// tick or two while it keeps up), or since a gap in what it saw
+	// opened, if longer.
 	Behind time.Duration
 }
 
@@ -103,13 +103,12 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 		return nil, classify("stream "+StreamWebhooks, err)
 	}
 	info := s.CachedInfo()
-	k := &KeyIndex{c: c, o: o, log: o.Log, streamID: info.Created.UTC().Format(keyIndexStreamIDLayout)}
+	k := &KeyIndex{c: c, o: o, streamID: info.Created.UTC().Format(keyIndexStreamIDLayout)}
 	k.tick = min(max(o.Window/16, 50*time.Millisecond), time.Second)
 	// A snapshot interrupted by a crash leaves its temporary file.
-	if stale, _ := filepath.Glob(o.Path + ".tmp*"); len(stale) > 0 {
-		for _, f := range stale {
-			_ = os.Remove(f)
-		}
+	stale, _ := filepath.Glob(o.Path + ".tmp*")
+	for _, f := range stale {
+		_ = os.Remove(f)
 	}
 	start := time.Now()
 	k.clearAt = start
@@ -123,12 +122,12 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	switch {
 	case err == nil:
 		k.idx, k.saved, k.savedAt = idx, snap.Frontier, time.Now()
-		k.log.Info("key index snapshot loaded", slog.Int("keys", snap.Keys), slog.Uint64("seq", snap.Frontier),
+		k.o.Log.Info("key index snapshot loaded", slog.Int("keys", snap.Keys), slog.Uint64("seq", snap.Frontier),
 			slog.Duration("took", time.Since(start)))
 	case errors.Is(err, fs.ErrNotExist):
-		k.log.Info("no key index snapshot: reading the keys of WEBHOOKS's events within the horizon", slog.Duration("horizon", o.Horizon))
+		k.o.Log.Info("no key index snapshot: reading the keys of WEBHOOKS's events within the horizon", slog.Duration("horizon", o.Horizon))
 	default:
-		k.log.Warn("key index snapshot not used: reading the keys of WEBHOOKS's events within the horizon", slog.String("error", err.Error()))
+		k.o.Log.Warn("key index snapshot not used: reading the keys of WEBHOOKS's events within the horizon", slog.String("error", err.Error()))
 	}
 	read, err := k.catchUp(ctx)
 	if err != nil {
@@ -142,12 +141,12 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	if err := k.confirm(ctx); err != nil {
 		return nil, err
 	}
-	k.log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),
+	k.o.Log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),
 		slog.Uint64("seq", k.idx.Frontier()), slog.Duration("took", time.Since(start)))
 	if k.saved == 0 || read > 0 {
 		// A full read is not to be repeated after a crash.
 		if err := k.Snapshot(); err != nil {
-			k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+			k.o.Log.Warn("key index snapshot", slog.String("error", err.Error()))
 		}
 	}
 	return k, nil
@@ -228,7 +227,7 @@ func (k *KeyIndex) catchUp(ctx context.Context) (int, error) {
 			return read, fmt.Errorf("%w: reading %s back: nothing came for 30 s at %d of %d", ErrUnavailable, StreamWebhooks, k.idx.Frontier(), last)
 		}
 		if time.Now().After(next) {
-			k.log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", k.idx.Frontier()), slog.Uint64("last", last))
+			k.o.Log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", k.idx.Frontier()), slog.Uint64("last", last))
 			next = time.Now().Add(10 * time.Second)
 		}
 		if err := ctx.Err(); err != nil {
@@ -261,7 +260,7 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 		if err := k.keepUp(ctx); err != nil && ctx.Err() == nil {
-			k.log.Warn("key index: reading back WEBHOOKS", slog.String("error", err.Error()))
+			k.o.Log.Warn("key index: reading back WEBHOOKS", slog.String("error", err.Error()))
 		}
 		k.idx.MoveExpiry(time.Now())
 		k.mu.Lock()
@@ -278,12 +277,12 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 				defer k.busy.Store(false)
 				if sweep {
 					if n := k.idx.Expire(time.Now()); n > 0 {
-						k.log.Debug("key index: keys past the horizon dropped", slog.Int("keys", n))
+						k.o.Log.Debug("key index: keys past the horizon dropped", slog.Int("keys", n))
 					}
 				}
 				if snapshot {
 					if err := k.Snapshot(); err != nil {
-						k.log.Warn("key index snapshot", slog.String("error", err.Error()))
+						k.o.Log.Warn("key index snapshot", slog.String("error", err.Error()))
 					}
 				}
 			})
@@ -302,7 +301,8 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 	target, at := k.target, k.targetAt
 	k.mu.Unlock()
 	_, gapSince, gap := k.idx.Gap()
-	if (target != 0 && time.Since(at) >= k.tick) || (gap && time.Since(gapSince) >= k.tick) {
+	switch {
+	case (target != 0 && time.Since(at) >= k.tick) || (gap && time.Since(gapSince) >= k.tick):
 		began := time.Now()
 		if _, err := k.catchUp(ctx); err != nil {
 			return err
@@ -311,12 +311,8 @@ func (k *KeyIndex) keepUp(ctx context.Context) error {
 		// It read up to the stream's last sequence as of its start.
 		k.clearAt, k.target = began, 0
 		k.mu.Unlock()
-	}
-	k.mu.Lock()
-	pending := k.target != 0
-	k.mu.Unlock()
-	if pending {
-		return nil
+	case target != 0:
+		return nil // the acks of the target's events may still come
 	}
 	return k.confirm(ctx)
 }

@@ -1,15 +1,11 @@
 package jetstream
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -299,9 +295,9 @@ func TestReviewKeyIndexPublisherRetryAfterTheWindowStoresOnce(t *testing.T) {
 	if err := c.NC.Flush(); err != nil { // idle: the next chunk is the ack
 		t.Fatal(err)
 	}
-	px.hold.Store(true)
+	px.armed.Store(true)
 	res, err := pub.Publish(context.WithoutCancel(t.Context()), m)
-	if px.hold.Load() {
+	if px.armed.Load() {
 		t.Fatal("no answer was held back: the fault did not hit the publish")
 	}
 	t.Logf("publish: %+v, %v", res, err)
@@ -310,58 +306,12 @@ func TestReviewKeyIndexPublisherRetryAfterTheWindowStoresOnce(t *testing.T) {
 	}
 }
 
-// matchDelayProxy relays TCP between a NATS client and a server and holds
-// back, once armed, the first server-to-client chunk containing match for
-// wait (a slow first delivery: cold cache, busy disk or CPU at start).
-type matchDelayProxy struct {
-	ln    net.Listener
-	armed atomic.Bool
-	hit   atomic.Bool
-	match []byte
-	wait  time.Duration
-}
-
-func newMatchDelayProxy(t *testing.T, target string, match string, wait time.Duration) *matchDelayProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &matchDelayProxy{ln: ln, match: []byte(match), wait: wait}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			go func() { _, _ = io.Copy(s, c); s.Close() }()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := s.Read(buf)
-					if n > 0 {
-						if p.armed.Load() && bytes.Contains(buf[:n], p.match) && p.armed.Swap(false) {
-							p.hit.Store(true)
-							time.Sleep(p.wait)
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
+// newMatchDelayProxy is a delayProxy that, once armed, holds back the
+// first server-to-client chunk containing match (a slow first delivery:
+// cold cache, busy disk or CPU at start) and notes the hit.
+func newMatchDelayProxy(t *testing.T, target string, match string, wait time.Duration) *delayProxy {
+	p := newDelayProxy(t, target, wait)
+	p.match = []byte(match)
 	return p
 }
 

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"sync/atomic"
@@ -11,13 +12,16 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// delayProxy relays TCP between a NATS client and a server; when hold is
-// set, the next server-to-client chunk (on an idle connection: the answer
-// to the next request) is held back for wait.
+// delayProxy relays TCP between a NATS client and a server; once armed,
+// the next server-to-client chunk containing match (any chunk without a
+// match: on an idle connection, the answer to the next request) is held
+// back for wait, and hit is set.
 type delayProxy struct {
-	ln   net.Listener
-	hold atomic.Bool
-	wait time.Duration
+	ln    net.Listener
+	armed atomic.Bool
+	hit   atomic.Bool
+	match []byte
+	wait  time.Duration
 }
 
 func newDelayProxy(t *testing.T, target string, wait time.Duration) *delayProxy {
@@ -46,7 +50,8 @@ func newDelayProxy(t *testing.T, target string, wait time.Duration) *delayProxy 
 				for {
 					n, err := s.Read(buf)
 					if n > 0 {
-						if p.hold.Swap(false) {
+						if p.armed.Load() && bytes.Contains(buf[:n], p.match) && p.armed.Swap(false) {
+							p.hit.Store(true)
 							time.Sleep(p.wait)
 						}
 						if _, werr := c.Write(buf[:n]); werr != nil {
@@ -107,12 +112,12 @@ func TestPublishLateAckIsNotADuplicate(t *testing.T) {
 		if err := c.NC.Flush(); err != nil { // the connection is idle: the next chunk is the ack
 			t.Fatal(err)
 		}
-		px.hold.Store(true)
+		px.armed.Store(true)
 		res, err := pub.Publish(t.Context(), m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if px.hold.Load() {
+		if px.armed.Load() {
 			t.Fatal("no answer was held back: the fault did not hit the publish")
 		}
 		return res

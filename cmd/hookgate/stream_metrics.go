@@ -65,7 +65,7 @@ func newKeyIndexCollector(k func() *jetstream.KeyIndex) *keyIndexCollector {
 	return &keyIndexCollector{
 		keys:   k,
 		size:   prometheus.NewDesc("hookgate_key_index_keys", "Keys the gateway's key index holds (accepted within dedup.horizon).", nil, nil),
-		behind: prometheus.NewDesc("hookgate_key_index_behind_seconds", "How long a stored event has waited to enter the key index; past half of dedup.window new events get 503.", nil, nil),
+		behind: prometheus.NewDesc("hookgate_key_index_behind_seconds", "How long since the key index last knew every event stored in WEBHOOKS (a second or two while it keeps up); past half of dedup.window new events get 503.", nil, nil),
 	}
 }
 
