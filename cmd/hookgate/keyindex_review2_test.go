@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,12 +26,7 @@ import (
 // embedded consumer-only serve restarting sets 2 m under a remote
 // gateway that keeps no index: keys repeat after 2 m.)
 func TestReviewRemoteConsumerKeepsTheEmbeddedWebhooksWindow(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	parse := func(yaml string) *config.Config {
 		cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
 		if err != nil {
@@ -73,12 +67,7 @@ func TestReviewRemoteConsumerKeepsTheEmbeddedWebhooksWindow(t *testing.T) {
 // embedded hookgate whose gateway keeps a key index refuses to start: it
 // would not know the keys older than dedup.window.
 func TestServeGatewayRefusesAnEmbeddedServersKeyIndexedWebhooks(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	cfg, err := config.Parse(fmt.Appendf(nil, "nats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n", t.TempDir(), addr), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)

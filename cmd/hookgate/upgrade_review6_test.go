@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,12 +65,7 @@ func review6Post(t *testing.T, base, body string) int {
 // "true", and the remote gateway goes on storing through a 1 s window: a
 // redelivery of an event it accepted a few seconds earlier is stored again.
 func TestReview6GatewayRunningBeforeTheUpgradeOutlivesTheNarrowing(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	cfg, err := config.Parse(fmt.Appendf(nil, "roles: { consumer: false }\ndedup: { horizon: 1h, window: 1s }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s", t.TempDir(), addr, review6Provider), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -89,12 +89,7 @@ func (p *pausableProxy) setPaused(v bool) {
 // late is no longer deduplicated by the server, and the plain publisher
 // never looks at the index: the key is stored twice within the horizon.
 func TestReviewUpgradePlainPublishInFlightAcrossNarrowingStoresKeyTwice(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	cfg, err := config.Parse([]byte(fmt.Sprintf(
 		"roles: { gateway: true, consumer: false }\ndedup: { horizon: 1h, window: 1s }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n",
 		t.TempDir(), addr)), t.TempDir(), nil)
@@ -108,28 +103,8 @@ func TestReviewUpgradePlainPublishInFlightAcrossNarrowingStoresKeyTwice(t *testi
 	defer cancel()
 	logger := slog.New(slog.DiscardHandler)
 
-	// The previous release's store: WEBHOOKS unmarked, window the horizon.
-	sys, err := openSystem(ctx, cfg, logger, "setup", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sys.conn.JS.Stream(ctx, jetstream.StreamWebhooks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.Duplicates, sc.Metadata = time.Hour, nil
-	if _, err := sys.conn.JS.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	sys.Close()
-
-	// The upgrade: serve's start (server restarted, window still 1 h).
-	sys, err = openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
+	// The upgrade: serve's start on the previous release's store.
+	sys := previousReleaseStore(t, ctx, cfg, logger)
 	if kept, _ := jetstream.KeyIndexKept(ctx, sys.conn.JS); kept {
 		t.Fatal("setup: WEBHOOKS is marked")
 	}
@@ -252,12 +227,7 @@ func (l *lockedBuf) String() string {
 // minute at 10 M events), so such a gateway starts, and it keeps taking
 // webhooks after run() narrows the window to dedup.window underneath it.
 func TestReviewRemoteGatewayStartsDuringTheUpgradeAndOutlivesTheNarrowing(t *testing.T) {
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := free.Addr().String()
-	free.Close()
+	addr := freeAddr(t)
 	cfg, err := config.Parse(fmt.Appendf(nil, "roles: { consumer: false }\ndedup: { horizon: 1h, window: 1s }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n", t.TempDir(), addr), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -265,26 +235,8 @@ func TestReviewRemoteGatewayStartsDuringTheUpgradeAndOutlivesTheNarrowing(t *tes
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	logger := slog.New(slog.DiscardHandler)
-	sys, err := openSystem(ctx, cfg, logger, "setup", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := sys.conn.JS.Stream(ctx, jetstream.StreamWebhooks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.Duplicates, sc.Metadata = time.Hour, nil
-	if _, err := sys.conn.JS.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	sys.Close()
 	// The embedded serve of the upgrade, before its index is in front.
-	sys, err = openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sys.Close()
+	sys := previousReleaseStore(t, ctx, cfg, logger)
 	g, err := openKeyIndexGateway(ctx, cfg, sys, logger, jetstream.NewPublisher(sys.conn, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -338,4 +290,43 @@ func TestReviewRemoteGatewayStartsDuringTheUpgradeAndOutlivesTheNarrowing(t *tes
 	case <-time.After(2 * time.Second):
 		t.Fatalf("a gateway on nats.url started during the upgrade and still takes webhooks after WEBHOOKS was narrowed to dedup.window and marked as kept by the embedded key index (it knows no keys older than 1s)\n%s", stdout.String())
 	}
+}
+
+// freeAddr returns a loopback address nobody listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+	return free.Addr().String()
+}
+
+// previousReleaseStore makes cfg's data_dir the store of the release before
+// the key index (WEBHOOKS unmarked, its window the horizon), then opens it
+// as serve's start does (the server restarted with that window); closed at
+// cleanup.
+func previousReleaseStore(t *testing.T, ctx context.Context, cfg *config.Config, logger *slog.Logger) *system {
+	t.Helper()
+	sys, err := openSystem(ctx, cfg, logger, "setup", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sys.conn.JS.Stream(ctx, jetstream.StreamWebhooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.Duplicates, sc.Metadata = time.Hour, nil
+	if _, err := sys.conn.JS.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	sys.Close()
+	sys, err = openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sys.Close)
+	return sys
 }
