@@ -39,7 +39,7 @@ type StreamsConfig struct {
 	// server by nats.url (a consumer, a CLI), or is that hookgate started
 	// consumer-only. Widening the window would not bring back the older
 	// ids (the server reads them only at start), and the mark keeps a
-	// gateway elsewhere from starting on it (KeyIndexKept).
+	// gateway elsewhere from starting on it (KeyIndexClaimed).
 	KeyIndex bool
 	// GrantsWindow is GRANTS's duplicate window: dedup.window when every
 	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
@@ -161,7 +161,7 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 			case !c.KeyIndex && mark != "":
 				want.Duplicates = have.Duplicates
 				want.Metadata = map[string]string{KeyIndexMetadata: mark}
-			case c.KeyIndex && mark != "true" && have.Duplicates >= c.Horizon:
+			case c.KeyIndex && mark != keyIndexKept && have.Duplicates >= c.Horizon:
 				// Not yet kept by a key index (an upgrade): the server
 				// started with this window and holds every id of the
 				// horizon. Keep it until the index has read them
@@ -219,20 +219,24 @@ const KeyIndexMetadata = "hookgate_key_index"
 
 func webhooksMetadata(c StreamsConfig) map[string]string {
 	if c.KeyIndex {
-		return map[string]string{KeyIndexMetadata: "true"}
+		return map[string]string{KeyIndexMetadata: keyIndexKept}
 	}
 	return nil
 }
 
-// keyIndexPending marks a WEBHOOKS whose key index is being built (an
-// upgrade): its window still spans the horizon.
-const keyIndexPending = "pending"
+// The values of KeyIndexMetadata: kept (the window narrowed), or pending
+// (an upgrade: the index is being built, the window still spans the
+// horizon).
+const (
+	keyIndexKept    = "true"
+	keyIndexPending = "pending"
+)
 
 // KeyIndexKept reports whether WEBHOOKS is kept by an embedded hookgate's
 // key index, its window narrowed.
 func KeyIndexKept(ctx context.Context, j js.JetStream) (bool, error) {
 	mark, err := keyIndexMark(ctx, j)
-	return mark == "true", err
+	return mark == keyIndexKept, err
 }
 
 // KeyIndexClaimed reports whether an embedded hookgate's key index keeps
