@@ -59,6 +59,12 @@ type statusJSON struct {
 	AppliedKeys uint64 `json:"applied_keys"`
 	Dedup       struct {
 		StoreSize *uint64 `json:"store_size"`
+		Window    int64   `json:"window_seconds"`
+		KeyIndex  string  `json:"key_index"`
+		Snapshot  *struct {
+			Path  string `json:"path"`
+			Bytes int64  `json:"bytes"`
+		} `json:"key_index_snapshot"`
 	} `json:"dedup"`
 }
 
@@ -178,12 +184,20 @@ func TestStatusAndTrace(t *testing.T) {
 	if st.Dedup.StoreSize == nil || *st.Dedup.StoreSize != 3 {
 		t.Errorf("dedup store size = %v, want 3", st.Dedup.StoreSize)
 	}
+	// The embedded serve's gateway keeps the horizon's keys in its index,
+	// saved in data_dir; JetStream's own window is dedup.window.
+	if st.Dedup.KeyIndex != "kept" || st.Dedup.Window != 120 {
+		t.Errorf("dedup key_index %q, window %d s; want kept, 120", st.Dedup.KeyIndex, st.Dedup.Window)
+	}
+	if sn := st.Dedup.Snapshot; sn == nil || filepath.Base(sn.Path) != "webhooks-keys.idx" || sn.Bytes == 0 {
+		t.Errorf("dedup key_index_snapshot = %+v, want data_dir's webhooks-keys.idx", sn)
+	}
 
 	human := runHG(t, "status", "--config", e.cfgPath)
 	if human.code != 0 {
 		t.Fatalf("status: exit %d: %s", human.code, human.stderr)
 	}
-	for _, want := range []string{"WEBHOOKS", "GRANTS", "DLQ", "AUDIT", "WATERMARKS", "APPLIED", "WEBHOOKS/hookgate-apply", "dedup store size", "3 keys"} {
+	for _, want := range []string{"WEBHOOKS", "GRANTS", "DLQ", "AUDIT", "WATERMARKS", "APPLIED", "WEBHOOKS/hookgate-apply", "dedup store size", "3 keys", "kept by the embedded gateway's key index", "key index snapshot"} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.stdout)
 		}

@@ -32,6 +32,8 @@ type StreamStatus struct {
 	MaxBytes int64
 	// Duplicates is the stream's duplicate window.
 	Duplicates time.Duration
+	// Metadata is the stream's metadata (WEBHOOKS: KeyIndexMetadata).
+	Metadata map[string]string
 }
 
 // DiskUse is Bytes as a percentage of MaxBytes; ok is false without a
@@ -93,10 +95,24 @@ type DedupStatus struct {
 	// when there is none.
 	FirstSeq  uint64
 	StoreSize uint64
-	// Window is WEBHOOKS' duplicate window as the server has it (the
-	// horizon, when provisioned by hookgate).
+	// Window is WEBHOOKS' duplicate window as the server has it: the
+	// horizon, or dedup.window where an embedded gateway's key index
+	// holds the horizon's keys (KeyIndex).
 	Window time.Duration
+	// KeyIndex says who refuses a key stored within the horizon:
+	// KeyIndexNone (the server's window), KeyIndexKeeps (the embedded
+	// gateway's key index; the window is dedup.window) or
+	// KeyIndexPending (an upgrade began: the window still spans the
+	// horizon until an embedded gateway's index has read the keys back).
+	KeyIndex string
 }
+
+// The values of DedupStatus.KeyIndex.
+const (
+	KeyIndexNone    = "none"
+	KeyIndexKeeps   = "kept"
+	KeyIndexPending = "pending"
+)
 
 // Status is what hookgate status shows.
 type Status struct {
@@ -265,6 +281,7 @@ func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, erro
 		ss.FirstTime, ss.LastTime = info.State.FirstTime.UTC(), info.State.LastTime.UTC()
 	}
 	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
+	ss.Metadata = info.Config.Metadata
 	return ss, nil
 }
 
@@ -370,7 +387,13 @@ func dlqByProvider(ctx context.Context, c *Conn) (map[string]uint64, error) {
 }
 
 func dedupStatus(ctx context.Context, c *Conn, webhooks StreamStatus, horizon time.Duration, now time.Time) (DedupStatus, error) {
-	d := DedupStatus{Horizon: horizon, Since: now.Add(-horizon).UTC(), Window: webhooks.Duplicates}
+	d := DedupStatus{Horizon: horizon, Since: now.Add(-horizon).UTC(), Window: webhooks.Duplicates, KeyIndex: KeyIndexNone}
+	switch webhooks.Metadata[KeyIndexMetadata] {
+	case keyIndexKept:
+		d.KeyIndex = KeyIndexKeeps
+	case keyIndexPending:
+		d.KeyIndex = KeyIndexPending
+	}
 	if !webhooks.Exists || webhooks.Messages == 0 {
 		d.Known = true
 		return d, nil

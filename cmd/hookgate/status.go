@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -46,12 +48,13 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		return fmt.Errorf("status: %w", err)
 	}
 	via := viaOf(cfg, sys)
+	snap := keyIndexSnapshot(cfg)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(newStatusDoc(st, via))
+		return enc.Encode(newStatusDoc(st, via, snap))
 	}
-	writeStatus(stdout, st, via, cfg)
+	writeStatus(stdout, st, via, cfg, snap)
 	return nil
 }
 
@@ -122,6 +125,15 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	                     JetStream refuses as duplicates; absent when the
 //	                     server cannot look messages up by time
 //	  window_seconds     WEBHOOKS' duplicate window as the server has it
+//	  key_index          who refuses the horizon's keys: "none" (the server's
+//	                     window), "kept" (the embedded gateway's key index;
+//	                     the window is dedup.window), "pending" (an upgrade
+//	                     began; the window spans the horizon until an
+//	                     embedded serve's index has read the keys back)
+//	  key_index_snapshot the index's file in data_dir (embedded, when the
+//	    path             CLI sees it): path, size in bytes, when written;
+//	    bytes            absent without one
+//	    written
 //	consumer_lock        on a cluster, the instance that applies events
 //	  owner              host/pid/id of the holder; "" when free
 //	  until              when it expires unless renewed
@@ -190,9 +202,32 @@ type dedupDoc struct {
 	FirstSeq       uint64    `json:"first_seq"`
 	StoreSize      *uint64   `json:"store_size,omitempty"`
 	WindowSeconds  int64     `json:"window_seconds"`
+	KeyIndex       string    `json:"key_index"`
+	// Snapshot: the key index's file in data_dir, when the CLI can see it.
+	Snapshot *snapshotDoc `json:"key_index_snapshot,omitempty"`
 }
 
-func newStatusDoc(st jetstream.Status, via string) statusDoc {
+type snapshotDoc struct {
+	Path    string    `json:"path"`
+	Bytes   int64     `json:"bytes"`
+	Written time.Time `json:"written"`
+}
+
+// keyIndexSnapshot describes the key index's snapshot file in data_dir
+// (embedded server only); nil when there is none to see from here.
+func keyIndexSnapshot(cfg *config.Config) *snapshotDoc {
+	if cfg.NATS.URL != "" {
+		return nil
+	}
+	p := filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile)
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	return &snapshotDoc{Path: p, Bytes: fi.Size(), Written: fi.ModTime().UTC()}
+}
+
+func newStatusDoc(st jetstream.Status, via string, snap *snapshotDoc) statusDoc {
 	d := statusDoc{
 		Time:          st.At,
 		Via:           via,
@@ -206,6 +241,8 @@ func newStatusDoc(st jetstream.Status, via string) statusDoc {
 			Since:          st.Dedup.Since,
 			FirstSeq:       st.Dedup.FirstSeq,
 			WindowSeconds:  seconds(st.Dedup.Window),
+			KeyIndex:       st.Dedup.KeyIndex,
+			Snapshot:       snap,
 		},
 	}
 	if l := st.ConsumerLock; l != nil {
@@ -246,7 +283,7 @@ func newStatusDoc(st jetstream.Status, via string) statusDoc {
 }
 
 // writeStatus prints the status as short aligned tables.
-func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Config) {
+func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Config, snap *snapshotDoc) {
 	switch via {
 	case viaDataDir:
 		fmt.Fprintf(w, "hookgate status at %s, read from data_dir %s (no hookgate running)\n\n", stamp(st.At), cfg.NATS.Embedded.DataDir)
@@ -316,7 +353,18 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 			size += fmt.Sprintf(" (WEBHOOKS seq %d-%d)", d.FirstSeq, d.FirstSeq+d.StoreSize-1)
 		}
 	}
-	fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s\n", size, shortDuration(d.Window))
+	switch d.KeyIndex {
+	case jetstream.KeyIndexKeeps:
+		fmt.Fprintf(tw, "dedup store size\t%s; kept by the embedded gateway's key index (JetStream's own window %s)\n", size, shortDuration(d.Window))
+	case jetstream.KeyIndexPending:
+		fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s, until the key index an upgrade began has read them (an embedded serve finishes it)\n", size, shortDuration(d.Window))
+	default:
+		fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s\n", size, shortDuration(d.Window))
+	}
+	if snap != nil {
+		ago := max(st.At.Sub(snap.Written), 0).Round(time.Second)
+		fmt.Fprintf(tw, "key index snapshot\t%s, %s, written %s (%s ago)\n", snap.Path, humanBytes(uint64(snap.Bytes)), stamp(snap.Written), ago)
+	}
 	marks := st.Bucket(jetstream.BucketMarks)
 	if marks.KeyShards > 0 {
 		fmt.Fprintf(tw, "watermarks\t%d subjects (and %d leases of events without a subject)\n", marks.Values-marks.KeyShards, marks.KeyShards)

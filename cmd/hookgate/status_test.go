@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -57,14 +59,14 @@ func TestStatusShowsMissing(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.NATS.Embedded.Listen = "127.0.0.1:4222"
 	var out bytes.Buffer
-	writeStatus(&out, st, viaListen, cfg)
+	writeStatus(&out, st, viaListen, cfg, nil)
 	for _, name := range []string{"WEBHOOKS", "GRANTS", "DLQ", "AUDIT", "WATERMARKS", "APPLIED", "WEBHOOKS/hookgate-apply"} {
 		if !regexp.MustCompile(`(?m)^` + name + `\s+missing\s*$`).MatchString(out.String()) {
 			t.Errorf("no %q missing line in:\n%s", name, out.String())
 		}
 	}
 
-	b, err := json.Marshal(newStatusDoc(st, viaListen))
+	b, err := json.Marshal(newStatusDoc(st, viaListen, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,5 +108,65 @@ func TestTraceNewestLast(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("trace lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// The dedup line says who refuses the horizon's keys, and the key index's
+// snapshot file is shown when the CLI sees data_dir.
+func TestStatusShowsWhoKeepsTheHorizon(t *testing.T) {
+	at := time.Now()
+	tests := []struct {
+		keyIndex string
+		window   time.Duration
+		want     string
+	}{
+		{jetstream.KeyIndexNone, 96 * time.Hour, "; server duplicate window 4d\n"},
+		{jetstream.KeyIndexKeeps, 2 * time.Minute, "; kept by the embedded gateway's key index (JetStream's own window 2m)\n"},
+		{jetstream.KeyIndexPending, 96 * time.Hour, "; server duplicate window 4d, until the key index an upgrade began has read them"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.keyIndex, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := &config.Config{}
+			cfg.NATS.Embedded.DataDir = dir
+			if tt.keyIndex != jetstream.KeyIndexNone {
+				if err := os.WriteFile(filepath.Join(dir, keyIndexFile), make([]byte, 2048), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap := keyIndexSnapshot(cfg)
+			if (snap != nil) != (tt.keyIndex != jetstream.KeyIndexNone) {
+				t.Fatalf("snapshot seen: %+v", snap)
+			}
+			st := jetstream.Status{At: at, Dedup: jetstream.DedupStatus{Known: true, Horizon: 96 * time.Hour, Window: tt.window, KeyIndex: tt.keyIndex}}
+			var out bytes.Buffer
+			writeStatus(&out, st, viaDataDir, cfg, snap)
+			if !strings.Contains(out.String(), tt.want) {
+				t.Errorf("status output lacks %q:\n%s", tt.want, out.String())
+			}
+			if got := strings.Contains(out.String(), "key index snapshot"); got != (snap != nil) {
+				t.Errorf("snapshot line shown: %v, want %v:\n%s", got, snap != nil, out.String())
+			}
+			b, err := json.Marshal(newStatusDoc(st, viaDataDir, snap))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := `"key_index":"` + tt.keyIndex + `"`; !strings.Contains(string(b), want) {
+				t.Errorf("status JSON lacks %s:\n%s", want, b)
+			}
+			if snap != nil && !strings.Contains(string(b), `"key_index_snapshot":{"path":"`) {
+				t.Errorf("status JSON lacks the snapshot:\n%s", b)
+			}
+		})
+	}
+	// On a cluster there is no key index, whatever data_dir holds.
+	cfg := &config.Config{}
+	cfg.NATS.URL = "nats://127.0.0.1:4222"
+	cfg.NATS.Embedded.DataDir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s := keyIndexSnapshot(cfg); s != nil {
+		t.Errorf("snapshot shown with nats.url set: %+v", s)
 	}
 }
