@@ -195,8 +195,18 @@ func (c *Config) checkDedup(k *checker) {
 		k.errorf("dedup.window", "must be at least 1s")
 	case d.Horizon > 0 && d.Window > d.Horizon:
 		k.errorf("dedup.window", "%s exceeds dedup.horizon (%s); want window <= horizon", formatDuration(d.Window), formatDuration(d.Horizon))
+	case d.Window < shortKeyIndexWindow && c.NATS.URL == "" && c.Roles.Gateway:
+		// The key index's lag limit is half the window less a tick
+		// (jetstream.KeyIndexPublisher): a second is a GC pause or a disk
+		// stall away.
+		k.warnf("dedup.window", "%s: on the embedded server the gateway answers 503 to new events whenever its key index is more than half of it (%s) behind the stored events (a slow disk, a long pause); %s or more avoids that (default 2m)",
+			formatDuration(d.Window), formatDuration(d.Window/2), formatDuration(shortKeyIndexWindow))
 	}
 }
+
+// shortKeyIndexWindow: a dedup.window below it gets a warning on the
+// embedded server.
+const shortKeyIndexWindow = 10 * time.Second
 
 func (c *Config) checkRetention(k *checker) {
 	r := c.Retention

@@ -25,6 +25,28 @@ func TestValidateBaseIsClean(t *testing.T) {
 	}
 }
 
+// The short-window warning is about the embedded server's key index: no
+// warning where none runs (a cluster, or a consumer-only serve).
+func TestShortWindowWarnsOnlyWhereAKeyIndexRuns(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		mut  func(c *Config)
+	}{
+		{"cluster", func(c *Config) { c.NATS.URL = "nats://h:4222" }},
+		{"consumer only", func(c *Config) { c.Roles.Gateway = false }},
+		{"window of 10s", func(c *Config) { c.Dedup.Window = 10 * time.Second }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustParse(t, baseYAML, nil)
+			c.Dedup.Window = 4 * time.Second
+			tt.mut(c)
+			if p, ok := findProblem(c.Check(), "dedup.window", ""); ok {
+				t.Fatalf("unexpected %s", p)
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	someFile := filepath.Join(dir, "file")
@@ -88,6 +110,7 @@ func TestValidate(t *testing.T) {
 		// dedup
 		{"horizon", func(c *Config) { c.Dedup.Horizon = 0 }, "dedup.horizon", "must be > 0", false},
 		{"window short", func(c *Config) { c.Dedup.Window = 500 * time.Millisecond }, "dedup.window", "must be at least 1s", false},
+		{"window short for the key index", func(c *Config) { c.Dedup.Window = 4 * time.Second }, "dedup.window", "4s: on the embedded server the gateway answers 503 to new events whenever its key index is more than half of it (2s) behind", true},
 		{"window above horizon", func(c *Config) { c.Dedup.Window = 100 * time.Hour }, "dedup.window", "100h exceeds dedup.horizon (96h); want window <= horizon", false},
 
 		// retention
