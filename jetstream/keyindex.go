@@ -449,12 +449,12 @@ func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResu
 		m.Deadline = end
 	}
 	res, err := p.pub.Publish(ctx, m)
-	if err == nil {
-		var stored time.Time
-		if !res.Duplicate {
-			stored = time.Now()
-		}
-		p.k.idx.AddDigest(d, res.Seq, stored)
+	// A duplicate answer (the write of an earlier attempt whose answer was
+	// lost) is not added: its event's store time is not known here, and an
+	// undated key would outlive the horizon. Run reads that event back
+	// within a tick, dated; until then a repeat asks the stream again.
+	if err == nil && !res.Duplicate {
+		p.k.idx.AddDigest(d, res.Seq, time.Now())
 	}
 	return res, err
 }

@@ -100,8 +100,8 @@ func (x *Index) LookupDigest(d Digest) (uint64, bool) {
 }
 
 // Add records that key's event is stored at seq, stored at the time given
-// (the zero time when not known, as for a publish answered duplicate: the
-// sequence was recorded when it was stored). It moves the frontier.
+// (or earlier). It moves the frontier. With the zero time the key is not
+// dated: it expires only with a later event's checkpoint.
 func (x *Index) Add(key string, seq uint64, stored time.Time) {
 	x.AddDigest(DigestOf(key), seq, stored)
 }
