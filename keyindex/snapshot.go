@@ -219,9 +219,16 @@ func read(r *countingReader, size int64, streamID string, horizon time.Duration)
 		}
 		// Like keys, checkpoints above the frontier are left out: the
 		// stream may have lost those events, and would date new ones
-		// by them (too early).
-		if c.Seq <= snap.Frontier {
+		// by them (too early). The first one still dates the events up
+		// to the frontier that no earlier checkpoint covers (its time is
+		// at or after theirs): it is kept at the frontier, else those
+		// keys would expire only with a later event.
+		n := len(x.marks)
+		switch {
+		case c.Seq <= snap.Frontier:
 			x.marks = append(x.marks, c)
+		case snap.Frontier > 0 && (n == 0 || x.marks[n-1].Seq < snap.Frontier):
+			x.marks = append(x.marks, checkpoint{Seq: snap.Frontier, Time: c.Time})
 		}
 	}
 	x.expired.Store(min(expired, snap.Frontier))
