@@ -293,7 +293,13 @@ func (k *KeyIndex) Run(ctx context.Context) error {
 				}
 				if snapshot {
 					if err := k.Snapshot(); err != nil {
-						k.o.Log.Warn("key index snapshot", slog.String("error", err.Error()))
+						// Tried again after SnapshotEvery, not every tick:
+						// each try rewrites every key.
+						k.mu.Lock()
+						k.savedAt = time.Now()
+						k.mu.Unlock()
+						k.o.Log.Warn("key index snapshot", slog.String("error", err.Error()),
+							slog.Duration("next_try_in", k.o.SnapshotEvery))
 					}
 				}
 			})

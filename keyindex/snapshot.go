@@ -129,6 +129,12 @@ func ReadFile(path, streamID string, horizon time.Duration) (*Index, Snapshot, e
 	if err != nil {
 		return nil, Snapshot{}, err
 	}
+	switch {
+	case info.IsDir():
+		return nil, Snapshot{}, fmt.Errorf("%w: %s is a directory (remove it: snapshots cannot be written either)", ErrSnapshot, path)
+	case !info.Mode().IsRegular():
+		return nil, Snapshot{}, fmt.Errorf("%w: %s is not a regular file", ErrSnapshot, path)
+	}
 	if info.Size() < int64(len(snapshotMagic))+4 {
 		return nil, Snapshot{}, fmt.Errorf("%w: %s is %d bytes", ErrSnapshot, path, info.Size())
 	}
@@ -172,7 +178,10 @@ func (c *countingReader) ReadByte() (byte, error) {
 
 func read(r *countingReader, size int64, streamID string, horizon time.Duration) (*Index, Snapshot, error) {
 	magic := make([]byte, len(snapshotMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != snapshotMagic {
+	if _, err := io.ReadFull(r, magic); err != nil {
+		return nil, Snapshot{}, err
+	}
+	if string(magic) != snapshotMagic {
 		return nil, Snapshot{}, errors.New("not a key index snapshot")
 	}
 	var err error
