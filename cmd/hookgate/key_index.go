@@ -43,13 +43,16 @@ func refuseClaimedWebhooks(ctx context.Context, sys *system) error {
 var errClaimedWebhooks = errors.New("nats.url: WEBHOOKS there is kept by an embedded hookgate's key index (or one being built), so its own duplicate window is, or soon will be, only dedup.window: a gateway here would store repeats of older events again; run this instance with roles: { gateway: false }, or move to a NATS cluster of your own")
 
 // keyIndexGateway is the embedded gateway's key index and the publisher in
-// front of it. On a WEBHOOKS already kept by a key index the index is
-// opened before serve listens (from its snapshot, or by reading the
-// horizon back). On an upgrade (WEBHOOKS unmarked, its window still the
-// horizon, which the server just read in) serve takes webhooks at once
-// through the plain publisher while run reads the keys back; once the
-// index has caught up, the publisher switches to it and WEBHOOKS's window
-// is narrowed to dedup.window.
+// front of it. On a WEBHOOKS already kept by a key index, run opens the
+// index (from its snapshot, or by reading the horizon back) and new
+// webhooks are answered 503 until it is open: serve listens at once, so
+// /healthz answers while a long read-back runs, /readyz says 503, and the
+// "listening" line is printed once webhooks are taken (ready). On an
+// upgrade (WEBHOOKS unmarked, its window still the horizon, which the
+// server just read in) serve takes webhooks at once through the plain
+// publisher while run reads the keys back; once the index has caught up,
+// the publisher switches to it and WEBHOOKS's window is narrowed to
+// dedup.window.
 type keyIndexGateway struct {
 	cfg   *config.Config
 	sys   *system
@@ -64,10 +67,19 @@ type keyIndexGateway struct {
 	plainInFlight atomic.Int64
 	// pendingSince: when this upgrade found WEBHOOKS marked pending.
 	pendingSince time.Time
+	// kept: WEBHOOKS is kept by a key index already (not an upgrade):
+	// nothing is published before the index is open.
+	kept bool
+	// ready is closed once webhooks are taken: at once on an upgrade, once
+	// the index is open on a kept WEBHOOKS.
+	ready chan struct{}
 }
 
+// errKeyIndexOpening answers webhooks (503) while the index is opened.
+var errKeyIndexOpening = fmt.Errorf("%w: the key index is still reading WEBHOOKS's keys back", jetstream.ErrUnavailable)
+
 func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, plain *jetstream.Publisher) (*keyIndexGateway, error) {
-	g := &keyIndexGateway{cfg: cfg, sys: sys, log: logger, plain: plain, opts: jetstream.KeyIndexOptions{
+	g := &keyIndexGateway{cfg: cfg, sys: sys, log: logger, plain: plain, ready: make(chan struct{}), opts: jetstream.KeyIndexOptions{
 		Path:    filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile),
 		Horizon: cfg.Dedup.Horizon,
 		Window:  cfg.Dedup.Window,
@@ -77,18 +89,23 @@ func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, l
 	if err != nil {
 		return nil, err
 	}
+	g.kept = kept
 	if !kept {
 		g.pendingSince = time.Now()
+		close(g.ready)
 		logger.Info("WEBHOOKS is not kept by a key index yet (an upgrade): taking webhooks with its horizon-long duplicate window while the key index reads the horizon's keys back")
-		return g, nil
 	}
-	k, err := jetstream.OpenKeyIndex(ctx, sys.conn, g.opts)
-	if err != nil {
-		return nil, fmt.Errorf("key index: %w", err)
-	}
-	g.keys.Store(k)
-	g.to.Store(k.Publisher(plain))
 	return g, nil
+}
+
+// Ready fails while webhooks are answered 503 (the index being opened).
+func (g *keyIndexGateway) Ready() error {
+	select {
+	case <-g.ready:
+		return nil
+	default:
+		return errKeyIndexOpening
+	}
 }
 
 // Publish goes through the key index once it is in front, else straight
@@ -102,16 +119,14 @@ func (g *keyIndexGateway) Publish(ctx context.Context, m jetstream.Message) (jet
 		return p.Publish(ctx, m)
 	}
 	defer g.plainInFlight.Add(-1)
+	if g.kept {
+		return jetstream.PublishResult{}, errKeyIndexOpening
+	}
 	return g.plain.Publish(ctx, m)
 }
 
-// run keeps the index in step until ctx ends, opening it first on an
-// upgrade.
+// run opens the index and keeps it in step until ctx ends.
 func (g *keyIndexGateway) run(ctx context.Context) error {
-	k := g.keys.Load()
-	if k != nil {
-		return k.Run(ctx)
-	}
 	k, err := jetstream.OpenKeyIndex(ctx, g.sys.conn, g.opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -120,6 +135,11 @@ func (g *keyIndexGateway) run(ctx context.Context) error {
 		return fmt.Errorf("key index: %w", err)
 	}
 	g.keys.Store(k)
+	if g.kept {
+		g.to.Store(k.Publisher(g.plain))
+		close(g.ready)
+		return k.Run(ctx)
+	}
 	done := make(chan error, 1)
 	go func() { done <- k.Run(ctx) }()
 	// Events stored while it read are read back by Run: switch once

@@ -36,6 +36,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
+	// What `config check` warns about, serve says at start too: an
+	// operator who never ran it still sees why (a short dedup.window's
+	// 503s, an unsigned id header).
+	for _, p := range cfg.Check().Warnings() {
+		logger.Warn("config: "+p.Msg, slog.String("config_key", p.Key))
+	}
 
 	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
 	if err != nil {
@@ -77,16 +83,27 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		publisher = keys
 		reg.MustRegister(newKeyIndexCollector(keys.keys.Load))
 	}
+	ready := sys.Ready
+	if keys != nil {
+		ready = func(ctx context.Context) error {
+			if err := keys.Ready(); err != nil {
+				return err
+			}
+			return sys.Ready(ctx)
+		}
+	}
 	deps := gateway.Deps{
 		Publisher: publisher,
 		Audit:     audit,
-		Ready:     sys.Ready,
+		Ready:     ready,
 		Registry:  reg,
 		Gatherer:  reg,
 	}
 
-	// Everything that can fail or take time is set up before the
-	// listeners open, so "listening" means ready to take webhooks.
+	// Everything else that can fail or take time is set up before the
+	// listeners open; the key index opens while they listen (webhooks get
+	// 503 until then), and the "listening" lines are printed once
+	// webhooks are taken, so they mean ready.
 	var runConsumer func(context.Context) error
 	if cfg.Roles.Consumer {
 		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit); err != nil {
@@ -133,10 +150,24 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	for _, l := range listeners {
 		servers = append(servers, l.srv)
 		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
-		fmt.Fprintln(stdout, l.line)
 	}
 	if keys != nil {
 		g.Go(func() error { return keys.run(gctx) })
+		select {
+		case <-keys.ready:
+		case <-time.After(time.Second):
+			logger.Info("key index opening: webhooks are answered 503 (and /readyz) until it is open; /healthz answers")
+			select {
+			case <-keys.ready:
+			case <-gctx.Done():
+			}
+		case <-gctx.Done():
+		}
+	}
+	if gctx.Err() == nil {
+		for _, l := range listeners {
+			fmt.Fprintln(stdout, l.line)
+		}
 	}
 	if watchClaim {
 		// An embedded hookgate this gateway shares NATS with may start
