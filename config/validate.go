@@ -199,7 +199,7 @@ func (c *Config) checkDedup(k *checker) {
 		// The key index's lag limit is half the window less a tick
 		// (jetstream.KeyIndexPublisher): a second is a GC pause or a disk
 		// stall away.
-		k.warnf("dedup.window", "%s: on the embedded server the gateway answers 503 to new events whenever its key index is more than half of it (%s) behind the stored events (a slow disk, a long pause); %s or more avoids that (default 2m)",
+		k.warnf("dedup.window", "%s: on the embedded server the gateway answers 503 to new events whenever its key index is about half of it (%s) behind the stored events (a slow disk, a long pause); %s or more avoids that (default 2m)",
 			formatDuration(d.Window), formatDuration(d.Window/2), formatDuration(shortKeyIndexWindow))
 	}
 }

@@ -110,7 +110,7 @@ func TestValidate(t *testing.T) {
 		// dedup
 		{"horizon", func(c *Config) { c.Dedup.Horizon = 0 }, "dedup.horizon", "must be > 0", false},
 		{"window short", func(c *Config) { c.Dedup.Window = 500 * time.Millisecond }, "dedup.window", "must be at least 1s", false},
-		{"window short for the key index", func(c *Config) { c.Dedup.Window = 4 * time.Second }, "dedup.window", "4s: on the embedded server the gateway answers 503 to new events whenever its key index is more than half of it (2s) behind", true},
+		{"window short for the key index", func(c *Config) { c.Dedup.Window = 4 * time.Second }, "dedup.window", "4s: on the embedded server the gateway answers 503 to new events whenever its key index is about half of it (2s) behind", true},
 		{"window above horizon", func(c *Config) { c.Dedup.Window = 100 * time.Hour }, "dedup.window", "100h exceeds dedup.horizon (96h); want window <= horizon", false},
 
 		// retention

@@ -211,6 +211,8 @@ type snapshotDoc struct {
 	Path    string    `json:"path"`
 	Bytes   int64     `json:"bytes"`
 	Written time.Time `json:"written"`
+	// Problem: what is wrong with it, when something is.
+	Problem string `json:"problem,omitempty"`
 }
 
 // keyIndexSnapshot describes the key index's snapshot file in data_dir
@@ -221,8 +223,11 @@ func keyIndexSnapshot(cfg *config.Config) *snapshotDoc {
 	}
 	p := filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile)
 	fi, err := os.Stat(p)
-	if err != nil || !fi.Mode().IsRegular() {
+	switch {
+	case err != nil:
 		return nil
+	case !fi.Mode().IsRegular():
+		return &snapshotDoc{Path: p, Problem: "not a file: the key index cannot save itself (remove it)"}
 	}
 	return &snapshotDoc{Path: p, Bytes: fi.Size(), Written: fi.ModTime().UTC()}
 }
@@ -361,7 +366,9 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 	default:
 		fmt.Fprintf(tw, "dedup store size\t%s; server duplicate window %s\n", size, shortDuration(d.Window))
 	}
-	if snap != nil {
+	if snap != nil && snap.Problem != "" {
+		fmt.Fprintf(tw, "key index snapshot\t%s: %s\n", snap.Path, snap.Problem)
+	} else if snap != nil {
 		ago := max(st.At.Sub(snap.Written), 0).Round(time.Second)
 		fmt.Fprintf(tw, "key index snapshot\t%s, %s, written %s (%s ago)\n", snap.Path, humanBytes(uint64(snap.Bytes)), stamp(snap.Written), ago)
 	}

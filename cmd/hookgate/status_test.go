@@ -170,3 +170,23 @@ func TestStatusShowsWhoKeepsTheHorizon(t *testing.T) {
 		t.Errorf("snapshot shown with nats.url set: %+v", s)
 	}
 }
+
+// Something else where the snapshot goes (the index can then never save
+// itself) is shown, not left out.
+func TestStatusShowsASnapshotPathThatIsNotAFile(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.NATS.Embedded.DataDir = t.TempDir()
+	if err := os.Mkdir(filepath.Join(cfg.NATS.Embedded.DataDir, keyIndexFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	snap := keyIndexSnapshot(cfg)
+	if snap == nil || snap.Problem == "" {
+		t.Fatalf("snapshot = %+v, want its problem", snap)
+	}
+	st := jetstream.Status{At: time.Now(), Dedup: jetstream.DedupStatus{Known: true, Horizon: time.Hour, Window: 2 * time.Minute, KeyIndex: jetstream.KeyIndexKeeps}}
+	var out bytes.Buffer
+	writeStatus(&out, st, viaDataDir, cfg, snap)
+	if want := keyIndexFile + ": not a file: the key index cannot save itself"; !strings.Contains(out.String(), want) {
+		t.Errorf("status output lacks %q:\n%s", want, out.String())
+	}
+}
