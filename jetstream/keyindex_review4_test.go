@@ -76,7 +76,7 @@ func TestReview4KeyIndexLookupBeforeLagCheckStoresAnOldKeyAgain(t *testing.T) {
 	}
 	// Run's keepUp: the read-back, then clearAt = began.
 	began := time.Now()
-	if _, err := k.catchUp(t.Context()); err != nil {
+	if _, err := k.catchUp(t.Context(), false); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := k.idx.Lookup("p:a:evt:e"); !ok {

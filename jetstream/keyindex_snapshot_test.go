@@ -3,11 +3,14 @@ package jetstream
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hookgate/hookgate/keyindex"
+	"github.com/nats-io/nats.go"
 )
 
 func TestSnapshotDue(t *testing.T) {
@@ -87,5 +90,82 @@ func TestKeyIndexRunSnapshotsOnceEnoughEventsCame(t *testing.T) {
 			t.Fatalf("no snapshot up to seq %d within 10 s (last read: %+v, %v)", last, snap, err)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// onMessage is a slog handler that calls f with each record's message and
+// attributes.
+type onMessage struct {
+	f func(slog.Record)
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool      { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error { h.f(r); return nil }
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler            { return h }
+func (h onMessage) WithGroup(string) slog.Handler                 { return h }
+
+// A read of every key back (no usable snapshot: up to 210 s at 10 M keys)
+// that is stopped part way saves what it read, and the next open goes on
+// from there instead of starting over.
+func TestKeyIndexReadBackStoppedPartWayGoesOnFromWhereItWas(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	const n = 12000
+	for i := range n {
+		m := nats.NewMsg("webhooks.p.a")
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("p:a:evt:%d", i))
+		if _, err := c.JS.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 999 {
+			select {
+			case <-c.JS.PublishAsyncComplete():
+			case <-time.After(20 * time.Second):
+				t.Fatal("async publishes not acknowledged in 20 s")
+			}
+		}
+	}
+	path := filepath.Join(dir, "keys.idx")
+	// The first open stops right after its first save, as a stop would.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var saves atomic.Int32
+	_, err := OpenKeyIndex(ctx, c, KeyIndexOptions{
+		Path: path, Horizon: time.Hour, Window: keyIndexWindow, SnapshotEvery: time.Nanosecond,
+		Log: slog.New(onMessage{func(r slog.Record) {
+			if r.Message == "key index: what was read back is saved" && saves.Add(1) == 1 {
+				cancel()
+			}
+		}}),
+	})
+	if err == nil {
+		t.Fatal("the open read everything back although stopped after its first save")
+	}
+	var readBack int64 = -1
+	k, err := OpenKeyIndex(t.Context(), c, KeyIndexOptions{
+		Path: path, Horizon: time.Hour, Window: keyIndexWindow,
+		Log: slog.New(onMessage{func(r slog.Record) {
+			if r.Message == "key index ready" {
+				r.Attrs(func(a slog.Attr) bool {
+					if a.Key == "read_back" {
+						readBack = a.Value.Int64()
+					}
+					return true
+				})
+			}
+		}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if readBack < 0 || readBack >= n {
+		t.Fatalf("the second open read back %d events of %d: it started over", readBack, n)
+	}
+	for i := range n {
+		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:%d", i)); !ok {
+			t.Fatalf("key %d unknown after the resumed read", i)
+		}
 	}
 }
