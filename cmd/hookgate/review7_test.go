@@ -20,6 +20,7 @@ import (
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // review7Serve is one `hookgate serve` run through the real run function.
@@ -132,18 +133,25 @@ func review7MustSend(t *testing.T, base, id, want string) {
 }
 
 // review7Webhooks connects to the embedded server's listen address and
-// returns WEBHOOKS's message count per Nats-Msg-Id.
-func review7Stored(t *testing.T, natsListen string) map[string]int {
+// looks WEBHOOKS up; the connection closes with the test.
+func review7Webhooks(t *testing.T, natsListen string) js.Stream {
 	t.Helper()
 	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "review7", URL: "nats://" + natsListen, Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	s, err := c.JS.Stream(t.Context(), jetstream.StreamWebhooks)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// review7Stored returns WEBHOOKS's message count per Nats-Msg-Id.
+func review7Stored(t *testing.T, natsListen string) map[string]int {
+	t.Helper()
+	s := review7Webhooks(t, natsListen)
 	st := s.CachedInfo().State
 	seen := map[string]int{}
 	for seq := st.FirstSeq; st.Msgs > 0 && seq <= st.LastSeq; seq++ {
@@ -409,16 +417,7 @@ func TestReview7StatusOnlyReadsAndShowsTheSnapshot(t *testing.T) {
 	dataDir, natsListen := t.TempDir(), freeAddr(t)
 	cfgPath := review7Config(t, dataDir, natsListen, "", "dedup: { horizon: 1h, window: 16s }\n")
 	webhooksConfig := func() string {
-		c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "review7", URL: "nats://" + natsListen, Token: "tok"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := c.JS.Stream(t.Context(), jetstream.StreamWebhooks)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cf := s.CachedInfo().Config
+		cf := review7Webhooks(t, natsListen).CachedInfo().Config
 		return fmt.Sprintf("window %s metadata %v", cf.Duplicates, cf.Metadata)
 	}
 	status := func(via string) {
