@@ -271,9 +271,13 @@ func (s *server) rateLimited(w http.ResponseWriter, p *provider, delay time.Dura
 func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account string, err error) {
 	status := statusOf(err)
 	s.metrics.requests.WithLabelValues(p.name, "unavailable", fmt.Sprint(status)).Inc()
-	s.log.LogAttrs(context.Background(), slog.LevelError, "webhook not stored",
-		slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
-		slog.Int("status", status), slog.String("error", err.Error()))
+	// Limited like rejections: a store away for minutes under a steady
+	// rate must not flood the log (the metric counts every one).
+	if ok, suppressed := s.unstored.allow(p.name, s.deps.Now()); ok {
+		s.log.LogAttrs(context.Background(), slog.LevelError, "webhook not stored",
+			slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
+			slog.Int("status", status), slog.String("error", err.Error()), slog.Int("suppressed", suppressed))
+	}
 	msg := "event store unavailable; retry later"
 	retry := "5"
 	switch {

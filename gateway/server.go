@@ -63,11 +63,13 @@ type provider struct {
 
 // server holds what the handlers share. It is read-only after NewServer.
 type server struct {
-	log          *slog.Logger
-	providers    map[string]*provider
-	deps         Deps
-	metrics      *metrics
-	rejects      *rejectLimiter
+	log       *slog.Logger
+	providers map[string]*provider
+	deps      Deps
+	metrics   *metrics
+	rejects   *rejectLimiter
+	// unstored limits the "webhook not stored" log lines (per provider).
+	unstored     *rejectLimiter
 	maxBody      int64
 	publishLimit time.Duration
 	// writeTimeout is http.timeouts.write, which runs from the end of
@@ -106,6 +108,7 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 		deps:      deps,
 		metrics:   newMetrics(deps.Registry),
 		rejects:   newRejectLimiter(5),
+		unstored:  newRejectLimiter(5),
 		maxBody:   cfg.HTTP.MaxBodyBytes,
 		// Answer before the sender's own timeout; a slow store is a 503
 		// it retries, never a hung request.
