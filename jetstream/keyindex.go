@@ -38,6 +38,12 @@ type KeyIndexOptions struct {
 	// fewer: a snapshot rewrites every key (24 bytes each), so a large
 	// index is not rewritten every SnapshotEvery for a few new keys.
 	SnapshotAfter uint64
+	// StreamLastSeq, when set, is WEBHOOKS's last sequence as found before
+	// anything was published through this process (serve reads it before
+	// listening: an upgrade takes webhooks while the index opens). A
+	// snapshot knowing more events than that is not used, though new
+	// events may since have reused the sequences the stream lost.
+	StreamLastSeq *uint64
 	Log           *slog.Logger
 }
 
@@ -121,12 +127,16 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	}
 	start := time.Now()
 	k.clearAt = start
+	held := info.State.LastSeq
+	if o.StreamLastSeq != nil {
+		held = min(held, *o.StreamLastSeq)
+	}
 	idx, snap, err := keyindex.ReadFile(o.Path, k.streamID, o.Horizon)
-	if err == nil && snap.Frontier > info.State.LastSeq {
+	if err == nil && snap.Frontier > held {
 		// The stream lost its unsynced tail (a power loss with sync:
 		// interval) or was restored from an older copy: the snapshot
 		// knows events it no longer holds.
-		err = fmt.Errorf("%w: it knows events up to %d, %s holds up to %d", keyindex.ErrSnapshot, snap.Frontier, StreamWebhooks, info.State.LastSeq)
+		err = fmt.Errorf("%w: it knows events up to %d, %s held up to %d", keyindex.ErrSnapshot, snap.Frontier, StreamWebhooks, held)
 	}
 	switch {
 	case err == nil:
@@ -154,6 +164,9 @@ func OpenKeyIndex(ctx context.Context, c *Conn, o KeyIndexOptions) (*KeyIndex, e
 	// What came while it read: the lag counts from now on only if the
 	// stream holds nothing more.
 	if err := k.confirm(ctx); err != nil {
+		if read > 0 {
+			k.saveProgress(read, 0)
+		}
 		return nil, err
 	}
 	k.o.Log.Info("key index ready", slog.Int("keys", k.idx.Len()), slog.Int("read_back", read),

@@ -123,7 +123,7 @@ func TestReview3ConsumerOnlyEmbeddedKeepsTheKeyIndexMark(t *testing.T) {
 	e, c = startEmbedded(t, dir, consumerOnly)
 	defer e.Shutdown()
 	defer c.Close()
-	kept, err := KeyIndexKept(t.Context(), c.JS)
+	kept, _, err := KeyIndexKept(t.Context(), c.JS)
 	if err != nil {
 		t.Fatal(err)
 	}

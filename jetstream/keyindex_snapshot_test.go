@@ -169,3 +169,62 @@ func TestKeyIndexReadBackStoppedPartWayGoesOnFromWhereItWas(t *testing.T) {
 		}
 	}
 }
+
+// On an upgrade serve takes webhooks through the plain publisher while the
+// index opens. If WEBHOOKS lost its unsynced tail (a power loss with sync:
+// interval) after the snapshot was written, those publishes reuse the
+// lost sequences: by the time the index opens, the stream holds as many
+// events as the snapshot knows, and the snapshot would pass for current,
+// its keys of lost events answered duplicate. The stream as found before
+// the first publish (StreamLastSeq) decides.
+func TestKeyIndexSnapshotAheadOfTheStreamFoundAtStartIsNotUsed(t *testing.T) {
+	dir := t.TempDir()
+	e, c := startEmbedded(t, dir, keyIndexStreams())
+	defer e.Shutdown()
+	defer c.Close()
+	plain := NewPublisher(c, 5*time.Second)
+	for i := range 10 {
+		if _, err := plain.Publish(t.Context(), keyMsg(fmt.Sprintf("p:a:evt:held-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := openTestKeyIndex(t, c, dir)
+	// The snapshot of a stream that also held seqs 11-13 before a power
+	// loss took them.
+	now := time.Now()
+	x := keyindex.New(time.Hour, 0)
+	for i := range 10 {
+		x.Add(fmt.Sprintf("p:a:evt:held-%d", i), uint64(i+1), now)
+	}
+	for seq := uint64(11); seq <= 13; seq++ {
+		x.Add(fmt.Sprintf("p:a:evt:lost-%d", seq), seq, now)
+	}
+	path := filepath.Join(dir, "keys.idx")
+	if _, err := x.WriteFile(path, k.streamID); err != nil {
+		t.Fatal(err)
+	}
+	held := uint64(10)
+	// The upgrade's first publishes, before the index opened.
+	for i := range 5 {
+		if _, err := plain.Publish(t.Context(), keyMsg(fmt.Sprintf("p:a:evt:new-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := OpenKeyIndex(t.Context(), c, KeyIndexOptions{Path: path, Horizon: time.Hour, Window: keyIndexWindow, StreamLastSeq: &held})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := 11; seq <= 13; seq++ {
+		if s, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:lost-%d", seq)); ok {
+			t.Errorf("the key of an event the stream lost is a duplicate of seq %d (which holds another event)", s)
+		}
+	}
+	for i := range 5 {
+		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:new-%d", i)); !ok {
+			t.Errorf("new-%d, stored after the loss, is not known", i)
+		}
+	}
+	if _, ok := k.idx.Lookup("p:a:evt:held-3"); !ok {
+		t.Error("held-3 is not known")
+	}
+}

@@ -233,10 +233,15 @@ const (
 )
 
 // KeyIndexKept reports whether WEBHOOKS is kept by an embedded hookgate's
-// key index, its window narrowed.
-func KeyIndexKept(ctx context.Context, j js.JetStream) (bool, error) {
-	mark, err := keyIndexMark(ctx, j)
-	return mark == keyIndexKept, err
+// key index, its window narrowed, and WEBHOOKS's last sequence (for
+// KeyIndexOptions.StreamLastSeq).
+func KeyIndexKept(ctx context.Context, j js.JetStream) (kept bool, lastSeq uint64, err error) {
+	s, err := j.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return false, 0, classify("stream "+StreamWebhooks, err)
+	}
+	info := s.CachedInfo()
+	return info.Config.Metadata[KeyIndexMetadata] == keyIndexKept, info.State.LastSeq, nil
 }
 
 // KeyIndexClaimed reports whether an embedded hookgate's key index keeps

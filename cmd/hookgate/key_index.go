@@ -85,10 +85,14 @@ func openKeyIndexGateway(ctx context.Context, cfg *config.Config, sys *system, l
 		Window:  cfg.Dedup.Window,
 		Log:     logger,
 	}}
-	kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
+	kept, last, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
 	if err != nil {
 		return nil, err
 	}
+	// Before anything is published here: a snapshot knowing more events
+	// than WEBHOOKS held then is not used, also once the upgrade's
+	// publishes filled those sequences again.
+	g.opts.StreamLastSeq = &last
 	g.kept = kept
 	if !kept {
 		g.pendingSince = time.Now()

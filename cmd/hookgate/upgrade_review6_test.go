@@ -155,7 +155,7 @@ func TestReview6GatewayRunningBeforeTheUpgradeOutlivesTheNarrowing(t *testing.T)
 	go func() { kdone <- g.run(kctx) }()
 	defer func() { kcancel(); <-kdone; g.close() }()
 	for end := time.Now().Add(20 * time.Second); ; {
-		if kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS); err == nil && kept {
+		if kept, _, err := jetstream.KeyIndexKept(ctx, sys.conn.JS); err == nil && kept {
 			break
 		}
 		if time.Now().After(end) {

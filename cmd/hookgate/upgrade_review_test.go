@@ -105,7 +105,7 @@ func TestReviewUpgradePlainPublishInFlightAcrossNarrowingStoresKeyTwice(t *testi
 
 	// The upgrade: serve's start on the previous release's store.
 	sys := previousReleaseStore(t, ctx, cfg, logger)
-	if kept, _ := jetstream.KeyIndexKept(ctx, sys.conn.JS); kept {
+	if kept, _, _ := jetstream.KeyIndexKept(ctx, sys.conn.JS); kept {
 		t.Fatal("setup: WEBHOOKS is marked")
 	}
 	// The gateway's plain publisher, on a connection whose acks can be late.
@@ -166,7 +166,7 @@ func TestReviewUpgradePlainPublishInFlightAcrossNarrowingStoresKeyTwice(t *testi
 	go func() { runDone <- g.run(rctx) }()
 	defer func() { rcancel(); <-runDone; g.close() }()
 	waitUntil("WEBHOOKS narrowed and marked", 15*time.Second, func() bool {
-		kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
+		kept, _, err := jetstream.KeyIndexKept(ctx, sys.conn.JS)
 		return err == nil && kept
 	})
 
@@ -276,7 +276,7 @@ func TestReviewRemoteGatewayStartsDuringTheUpgradeAndOutlivesTheNarrowing(t *tes
 	go func() { kdone <- g.run(kctx) }()
 	defer func() { kcancel(); <-kdone; g.close() }()
 	for end := time.Now().Add(15 * time.Second); ; {
-		if kept, err := jetstream.KeyIndexKept(ctx, sys.conn.JS); err == nil && kept {
+		if kept, _, err := jetstream.KeyIndexKept(ctx, sys.conn.JS); err == nil && kept {
 			break
 		}
 		if time.Now().After(end) {
