@@ -132,6 +132,45 @@ func review7MustSend(t *testing.T, base, id, want string) {
 	}
 }
 
+// review7Bulk stores n keyed events p:default:evt:<prefix>-<i> in WEBHOOKS
+// through sys (as a previous run of the gateway would have).
+func review7Bulk(t *testing.T, sys *system, prefix string, n int) {
+	t.Helper()
+	body := bytes.Repeat([]byte("x"), 200)
+	for i := range n {
+		m := nats.NewMsg("webhooks.p.default")
+		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("p:default:evt:%s-%d", prefix, i))
+		m.Data = body
+		if _, err := sys.conn.JS.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 999 || i == n-1 {
+			select {
+			case <-sys.conn.JS.PublishAsyncComplete():
+			case <-time.After(20 * time.Second):
+				t.Fatal("setup: async publishes not acknowledged in 20 s")
+			}
+		}
+	}
+}
+
+// review7Store opens data_dir as serve would (its streams provisioned)
+// and stores n keyed events p:default:evt:bulk-<i> in WEBHOOKS; the caller
+// may change WEBHOOKS through sys before closing it.
+func review7Store(t *testing.T, cfgPath string, n int) *system {
+	t.Helper()
+	cfg, err := loadConfig(cfgPath, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "setup", readWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review7Bulk(t, sys, "bulk", n)
+	return sys
+}
+
 // review7Webhooks connects to the embedded server's listen address and
 // looks WEBHOOKS up; the connection closes with the test.
 func review7Webhooks(t *testing.T, natsListen string) js.Stream {
@@ -213,39 +252,10 @@ func TestReview7FailedSnapshotIsRetriedEveryTick(t *testing.T) {
 func TestReview7HealthzAnswersWhileTheKeyIndexReadsBack(t *testing.T) {
 	dataDir, natsListen, httpListen := t.TempDir(), freeAddr(t), freeAddr(t)
 	cfgPath := review7Config(t, dataDir, natsListen, httpListen, "")
-	cfg, err := loadConfig(cfgPath, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A WEBHOOKS kept by a key index, with events and no snapshot (lost,
 	// or the first start after a horizon was lengthened).
-	sys, err := openSystem(t.Context(), cfg, slog.New(slog.DiscardHandler), "setup", readWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const events = 60000
-	body := bytes.Repeat([]byte("x"), 200)
-	var last error
-	for i := range events {
-		m := nats.NewMsg("webhooks.p.default")
-		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("p:default:evt:bulk-%d", i))
-		m.Data = body
-		if _, err := sys.conn.JS.PublishMsgAsync(m); err != nil {
-			last = err
-		}
-		if i%1000 == 999 || i == events-1 {
-			// In chunks: the async window is bounded.
-			select {
-			case <-sys.conn.JS.PublishAsyncComplete():
-			case <-time.After(20 * time.Second):
-				t.Fatal("setup: async publishes not acknowledged in 20 s")
-			}
-		}
-	}
-	if last != nil {
-		t.Fatal(last)
-	}
-	sys.Close()
+	review7Store(t, cfgPath, events).Close()
 
 	s := review7Start(t, cfgPath, false)
 	base := "http://" + httpListen
