@@ -353,7 +353,11 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 	d := st.Dedup
 	size := "unknown (the server cannot find messages by time; needs nats-server 2.11+)"
 	if d.Known {
-		size = fmt.Sprintf("%d keys stored in the last %s", d.StoreSize, shortDuration(d.Horizon))
+		noun := "keys"
+		if d.StoreSize == 1 {
+			noun = "key"
+		}
+		size = fmt.Sprintf("%d %s stored in the last %s", d.StoreSize, noun, shortDuration(d.Horizon))
 		if d.StoreSize > 0 {
 			size += fmt.Sprintf(" (WEBHOOKS seq %d-%d)", d.FirstSeq, d.FirstSeq+d.StoreSize-1)
 		}
