@@ -13,7 +13,8 @@ func (s *server) handleHealthz() http.Handler {
 	})
 }
 
-// handleReadyz is 200 once JetStream answers and the streams exist.
+// handleReadyz is 200 once deps.Ready passes: JetStream answers, the
+// streams exist and (embedded serve) the key index is open.
 func (s *server) handleReadyz() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.deps.Ready == nil {

@@ -38,7 +38,8 @@ var (
 type Deps struct {
 	Publisher Publisher
 	Audit     Auditor
-	// Ready reports whether JetStream answers and the streams exist.
+	// Ready reports whether webhooks can be taken: JetStream answers, the
+	// streams exist (and, embedded, the key index is open).
 	Ready func(ctx context.Context) error
 	// Registry receives the gateway's metrics; Gatherer serves /metrics.
 	Registry prometheus.Registerer
