@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -239,4 +240,51 @@ func review8Status(t *testing.T, cfgPath, keyIndex, snapPath string) {
 	if w, err := time.Parse(time.RFC3339, sn.Written); err != nil || w.Location() != time.UTC || time.Since(w) > time.Minute {
 		t.Errorf("key_index_snapshot.written %q: %v", sn.Written, err)
 	}
+}
+
+// The consumer does not wait for the gateway's key index: while a long
+// read-back keeps webhooks answered 503, the backlog already stored is
+// being applied.
+func TestConsumerRunsWhileTheKeyIndexOpens(t *testing.T) {
+	dataDir, natsListen := t.TempDir(), freeAddr(t)
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s", dataDir, natsListen, review6Provider)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const events = 30000
+	review7Store(t, cfgPath, events).Close()
+
+	s := review7Start(t, cfgPath, false)
+	opening := func() bool {
+		e := s.stderr.String()
+		return strings.Contains(e, "no key index snapshot: reading") && !strings.Contains(e, `"msg":"key index ready"`)
+	}
+	for end := time.Now().Add(20 * time.Second); !opening(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(end) || strings.Contains(s.stderr.String(), `"msg":"key index ready"`) {
+			t.Skip("the key index's read-back was not seen under way; nothing shown")
+		}
+	}
+	wh := review7Webhooks(t, natsListen)
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		c, err := wh.Consumer(t.Context(), jetstream.DurableApply)
+		if err != nil {
+			continue // not created yet
+		}
+		info, err := c.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		delivered := info.Delivered.Stream
+		if !opening() {
+			if delivered == 0 {
+				t.Fatalf("the key index opened before the consumer took any event\n%s", tail(s.stderr.String(), 1500))
+			}
+			t.Skip("the read-back ended before a delivery was seen during it; nothing shown")
+		}
+		if delivered > 0 {
+			return // delivered while the index was still opening
+		}
+	}
+	t.Fatal("no event delivered to the consumer within 20 s of the key index opening")
 }

@@ -151,6 +151,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		servers = append(servers, l.srv)
 		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
 	}
+	if runConsumer != nil {
+		// The consumer stops with ctx and finishes its current events
+		// before the deferred closes run. It does not wait for the key
+		// index: a long read-back does not hold up the backlog.
+		g.Go(func() error { return runConsumer(gctx) })
+	}
 	if keys != nil {
 		g.Go(func() error { return keys.run(gctx) })
 		select {
@@ -192,11 +198,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				}
 			}
 		})
-	}
-	if runConsumer != nil {
-		// The consumer stops with ctx and finishes its current events
-		// before the deferred closes run.
-		g.Go(func() error { return runConsumer(gctx) })
 	}
 	logger.Info("hookgate started", slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
 
