@@ -52,13 +52,7 @@ providers:
     subject: "json:/grant_id"
     occurred_at: "json:/at"
 ` + extra
-	cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustConfig(t, yaml)
 	audit := &auditRecorder{}
 	reg := prometheus.NewRegistry()
 	deps := gateway.Deps{
@@ -401,4 +395,17 @@ func TestCompressedBodyRefused(t *testing.T) {
 	if got := audit.recs[0]; got.Decision != event.DecisionRejected || got.Status != http.StatusUnsupportedMediaType || !strings.Contains(got.Reason, `"gzip"`) {
 		t.Fatalf("first audit record %+v, want a 415 rejection naming gzip", got)
 	}
+}
+
+// mustConfig parses and validates a config for a test.
+func mustConfig(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	cfg, err := config.Parse([]byte(yaml), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

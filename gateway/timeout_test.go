@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,19 +37,13 @@ func (untilDeadline) Publish(ctx context.Context, m jetstream.Message) (jetstrea
 // started (the sender got no answer at all when the body took over a
 // second with a 3 s write timeout). Found by review.
 func TestSlowBodyThenSlowStoreStillAnswers503(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	cfg := mustConfig(t, `
 http:
   timeouts: { read_header: 2s, read: 10s, write: 3s, idle: 10s }
 providers:
   gh:
     signature: { scheme: github, secrets: ["It's a Secret to Everybody"] }
-`), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+`)
 	reg := prometheus.NewRegistry()
 	h, err := gateway.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), cfg, gateway.Deps{
 		Publisher: untilDeadline{}, Audit: &auditRecorder{}, Registry: reg, Gatherer: reg,

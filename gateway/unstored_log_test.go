@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,17 +47,11 @@ func (l *lockedLog) String() string {
 // 503, but the log gets at most 5 "webhook not stored" lines per provider
 // per second, the next one saying how many it stands for.
 func TestStoreErrorsAreLoggedAFewPerSecond(t *testing.T) {
-	cfg, err := config.Parse([]byte(`
+	cfg := mustConfig(t, `
 providers:
   gh:
     signature: { scheme: github, secrets: ["s3cret"] }
-`), t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+`)
 	var mu sync.Mutex
 	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/keyindex"
-	"github.com/nats-io/nats.go"
 )
 
 func TestSnapshotDue(t *testing.T) {
@@ -113,20 +112,7 @@ func TestKeyIndexReadBackStoppedPartWayGoesOnFromWhereItWas(t *testing.T) {
 	defer e.Shutdown()
 	defer c.Close()
 	const n = 12000
-	for i := range n {
-		m := nats.NewMsg("webhooks.p.a")
-		m.Header.Set(nats.MsgIdHdr, fmt.Sprintf("p:a:evt:%d", i))
-		if _, err := c.JS.PublishMsgAsync(m); err != nil {
-			t.Fatal(err)
-		}
-		if i%1000 == 999 {
-			select {
-			case <-c.JS.PublishAsyncComplete():
-			case <-time.After(20 * time.Second):
-				t.Fatal("async publishes not acknowledged in 20 s")
-			}
-		}
-	}
+	review8Bulk(t, c, "k", n)
 	path := filepath.Join(dir, "keys.idx")
 	// The first open stops right after its first save, as a stop would.
 	ctx, cancel := context.WithCancel(t.Context())
@@ -164,7 +150,7 @@ func TestKeyIndexReadBackStoppedPartWayGoesOnFromWhereItWas(t *testing.T) {
 		t.Fatalf("the second open read back %d events of %d: it started over", readBack, n)
 	}
 	for i := range n {
-		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:%d", i)); !ok {
+		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:k-%d", i)); !ok {
 			t.Fatalf("key %d unknown after the resumed read", i)
 		}
 	}
