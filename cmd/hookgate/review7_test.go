@@ -260,7 +260,9 @@ func TestReview7HealthzAnswersWhileTheKeyIndexReadsBack(t *testing.T) {
 	s := review7Start(t, cfgPath, false)
 	base := "http://" + httpListen
 	get := func(path string) (int, error) {
-		c := &http.Client{Timeout: 200 * time.Millisecond}
+		// Generous: under -race beside other test packages an answer can
+		// take a while; refused (nothing listening) fails at once anyway.
+		c := &http.Client{Timeout: 5 * time.Second}
 		resp, err := c.Get(base + path)
 		if err != nil {
 			return 0, err
