@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -31,29 +30,12 @@ func keyMsgOn(key, subject string) Message {
 // publisher.
 func TestReviewKeyIndexEventStoredDuringASlowReadBackIsNotMeasuredFromItsStore(t *testing.T) {
 	dir := t.TempDir()
-	addr, e := listeningEmbedded(t, dir)
-	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
-		t.Fatal(err)
-	}
+	addr, direct := keyIndexServer(t, dir)
 	// The index reads WEBHOOKS through a proxy that can hold back a
 	// delivery (a slow read-back); the publishes go direct.
 	px := newMatchDelayProxy(t, addr, "$JS.ACK."+StreamWebhooks+".", 2500*time.Millisecond)
-	c, err := Connect(ConnectOptions{Name: "index", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	k := openTestKeyIndex(t, c, dir)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = k.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	k := openTestKeyIndex(t, connectThrough(t, px, "index"), dir)
+	runKeyIndex(t, k)
 
 	plain := NewPublisher(direct, 5*time.Second)
 	pub := k.Publisher(plain)

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -22,28 +21,11 @@ import (
 // publishes go direct.
 func TestReview3KeyIndexBlindWhileItsLookAtTheStreamHangs(t *testing.T) {
 	dir := t.TempDir()
-	addr, e := listeningEmbedded(t, dir)
-	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
-		t.Fatal(err)
-	}
+	addr, direct := keyIndexServer(t, dir)
 	const hold = 8 * time.Second
 	px := newMatchDelayProxy(t, addr, "stream_info_response", hold)
-	c, err := Connect(ConnectOptions{Name: "index", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	k := openTestKeyIndex(t, c, dir)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = k.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	k := openTestKeyIndex(t, connectThrough(t, px, "index"), dir)
+	runKeyIndex(t, k)
 
 	plain := NewPublisher(direct, 5*time.Second)
 	pub := k.Publisher(plain)
@@ -103,13 +85,7 @@ func TestReview3ConsumerOnlyEmbeddedKeepsTheKeyIndexMark(t *testing.T) {
 	e, c := startEmbedded(t, dir, keyIndexStreams()) // serve with both roles
 	k := openTestKeyIndex(t, c, dir)
 	plain := NewPublisher(c, 5*time.Second)
-	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.Publisher(plain).Publish(t.Context(), keyMsgOn("p:a:evt:1", "webhooks.p.one")); err != nil {
-		t.Fatal(err)
-	}
-	waitServerForgot(t, plain, "probe")
+	storeOutlastingTheWindow(t, plain, k.Publisher(plain), keyMsgOn("p:a:evt:1", "webhooks.p.one"))
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -134,13 +134,7 @@ func TestReviewKeyIndexOpensWhenTheEventsAfterItsSnapshotAgedOut(t *testing.T) {
 	e, c = startEmbedded(t, dir, sc)
 	defer e.Shutdown()
 	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for webhooksMsgs(t, c) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("WEBHOOKS's events did not age out in 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAgedOut(t, c)
 	k, err := open(c)
 	if err != nil {
 		t.Fatalf("open after the events aged out: %v (ErrUnavailable: %t)", err, errors.Is(err, ErrUnavailable))
@@ -184,17 +178,9 @@ func TestReviewKeyIndexAppliesTheHorizonToASnapshotAtOpen(t *testing.T) {
 	e, c = startEmbedded(t, dir, sc)
 	defer e.Shutdown()
 	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for webhooksMsgs(t, c) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("WEBHOOKS's event did not age out in 30 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitAgedOut(t, c)
 	k = open(c)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _ = k.Run(ctx) }()
+	runKeyIndex(t, k)
 	res, err := k.Publisher(NewPublisher(c, 5*time.Second)).Publish(t.Context(), keyMsg("p:a:evt:old"))
 	if err != nil {
 		t.Fatal(err)
@@ -217,13 +203,7 @@ func TestRollbackToTheHorizonWindowKnowsKeysAfterASecondStart(t *testing.T) {
 	e, c := startEmbedded(t, dir, keyIndexStreams())
 	k := openTestKeyIndex(t, c, dir)
 	plain := NewPublisher(c, 5*time.Second)
-	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := k.Publisher(plain).Publish(t.Context(), keyMsg("p:a:evt:1")); err != nil {
-		t.Fatal(err)
-	}
-	waitServerForgot(t, plain, "probe")
+	storeOutlastingTheWindow(t, plain, k.Publisher(plain), keyMsg("p:a:evt:1"))
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,26 +249,12 @@ func TestRollbackToTheHorizonWindowKnowsKeysAfterASecondStart(t *testing.T) {
 // Scaled down here: window 1 s, attempt timeout 1.5 s, ack 3 s late.
 func TestReviewKeyIndexPublisherRetryAfterTheWindowStoresOnce(t *testing.T) {
 	dir := t.TempDir()
-	addr, e := listeningEmbedded(t, dir)
-	direct, err := Connect(ConnectOptions{Name: "index", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
-		t.Fatal(err)
-	}
+	addr, direct := keyIndexServer(t, dir)
 	k := openTestKeyIndex(t, direct, dir)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _ = k.Run(ctx) }()
+	runKeyIndex(t, k)
 
 	px := newDelayProxy(t, addr, 3*time.Second)
-	c, err := Connect(ConnectOptions{Name: "gateway", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := connectThrough(t, px, "gateway")
 	pub := k.Publisher(NewPublisher(c, 1500*time.Millisecond))
 	m := keyMsg("p:a:evt:slow-ack")
 	m.Deadline = time.Now().Add(5 * time.Second)
@@ -325,32 +291,13 @@ func newMatchDelayProxy(t *testing.T, target string, match string, wait time.Dur
 // "nothing came" (retry, or ErrUnavailable).
 func TestReviewKeyIndexFullReadDoesNotTakeASlowFirstFetchForAnEmptyHorizon(t *testing.T) {
 	dir := t.TempDir()
-	addr, e := listeningEmbedded(t, dir)
-	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(direct.Close)
-	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
-		t.Fatal(err)
-	}
+	addr, direct := keyIndexServer(t, dir)
 	plain := NewPublisher(direct, 5*time.Second)
 	// Stored by the previous release (no index, no snapshot): an upgrade.
-	first, err := plain.Publish(t.Context(), keyMsg("p:a:evt:upgraded"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
-		t.Fatal(err)
-	}
-	waitServerForgot(t, plain, "probe")
+	first := storeOutlastingTheWindow(t, plain, plain, keyMsg("p:a:evt:upgraded"))
 
 	px := newMatchDelayProxy(t, addr, "$JS.ACK."+StreamWebhooks+".", 2500*time.Millisecond)
-	c, err := Connect(ConnectOptions{Name: "gateway", URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := connectThrough(t, px, "gateway")
 	px.armed.Store(true)
 	k := openTestKeyIndex(t, c, dir)
 	if !px.hit.Load() {
@@ -389,5 +336,17 @@ func TestReviewKeyIndexRemovesTheTemporaryFileOfAnInterruptedSnapshot(t *testing
 	}
 	if _, err := os.Stat(stale); err == nil {
 		t.Fatalf("%s is still there after an open and a snapshot", filepath.Base(stale))
+	}
+}
+
+// waitAgedOut waits until every WEBHOOKS event aged out (max_age).
+func waitAgedOut(t *testing.T, c *Conn) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for webhooksMsgs(t, c) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("WEBHOOKS's events did not age out in 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

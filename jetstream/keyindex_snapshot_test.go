@@ -58,15 +58,7 @@ func TestKeyIndexRunSnapshotsOnceEnoughEventsCame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runKeyIndex(t, k)
 	pub := k.Publisher(plain)
 	var last uint64
 	for i := range 4 { // 64/16

@@ -48,6 +48,70 @@ func keyMsg(key string) Message {
 	return Message{Subject: "webhooks.p.a", Key: key, Header: nats.Header{"Hookgate-Key": {key}}, Body: []byte(`{}`)}
 }
 
+// keyPublisher is Publisher or KeyIndexPublisher.
+type keyPublisher interface {
+	Publish(ctx context.Context, m Message) (PublishResult, error)
+}
+
+// storeOutlastingTheWindow stores m through via, then waits until the
+// server's own duplicate window has forgotten it (a probe stored after it
+// is stored again): from then on only the key index knows the key.
+func storeOutlastingTheWindow(t *testing.T, plain *Publisher, via keyPublisher, m Message) PublishResult {
+	t.Helper()
+	res, err := via.Publish(t.Context(), m)
+	if err != nil || res.Duplicate {
+		t.Fatalf("store %s: %+v, %v", m.Key, res, err)
+	}
+	if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
+		t.Fatal(err)
+	}
+	waitServerForgot(t, plain, "probe")
+	return res
+}
+
+// keyIndexServer starts an embedded server listening on loopback (for
+// proxies in front of it) with the streams as the embedded serve sets
+// them, and returns its address and a direct connection.
+func keyIndexServer(t *testing.T, dir string) (addr string, direct *Conn) {
+	t.Helper()
+	addr, e := listeningEmbedded(t, dir)
+	direct, err := Connect(ConnectOptions{Name: "direct", Embedded: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	if err := Provision(t.Context(), direct.JS, keyIndexStreams()); err != nil {
+		t.Fatal(err)
+	}
+	return addr, direct
+}
+
+// connectThrough connects to the server behind px.
+func connectThrough(t *testing.T, px *delayProxy, name string) *Conn {
+	t.Helper()
+	c, err := Connect(ConnectOptions{Name: name, URL: "nats://" + px.ln.Addr().String(), Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// runKeyIndex runs k's Run until the test ends (stopped and waited for
+// before the cleanups registered earlier, its connection's among them).
+func runKeyIndex(t *testing.T, k *KeyIndex) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 // waitServerForgot publishes probe (stored once before) with the plain
 // publisher until the server stores it again: its duplicate window has
 // dropped what was stored when probe was.
@@ -80,14 +144,7 @@ func TestKeyIndexKeepsKeysBeyondTheStreamsWindow(t *testing.T) {
 			k := openTestKeyIndex(t, c, dir)
 			plain := NewPublisher(c, 5*time.Second)
 			pub := k.Publisher(plain)
-			if _, err := plain.Publish(t.Context(), keyMsg("probe")); err != nil {
-				t.Fatal(err)
-			}
-			first, err := pub.Publish(t.Context(), keyMsg("p:a:evt:1"))
-			if err != nil || first.Duplicate {
-				t.Fatalf("first publish: %+v, %v", first, err)
-			}
-			waitServerForgot(t, plain, "probe")
+			first := storeOutlastingTheWindow(t, plain, pub, keyMsg("p:a:evt:1"))
 			switch restart {
 			case "clean":
 				if err := k.Close(); err != nil {
@@ -126,10 +183,7 @@ func TestKeyIndexReadsBackEventsItDidNotPublish(t *testing.T) {
 	defer e.Shutdown()
 	defer c.Close()
 	k := openTestKeyIndex(t, c, dir)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
+	runKeyIndex(t, k)
 	plain := NewPublisher(c, 5*time.Second)
 	var last uint64
 	for i := range 5 {
@@ -150,10 +204,6 @@ func TestKeyIndexReadsBackEventsItDidNotPublish(t *testing.T) {
 		if _, ok := k.idx.Lookup(fmt.Sprintf("p:a:evt:other-%d", i)); !ok {
 			t.Errorf("key %d not read back", i)
 		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -192,9 +242,7 @@ func TestKeyIndexRefusesNewKeysWhileBehind(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _ = k.Run(ctx) }()
+	runKeyIndex(t, k)
 	deadline = time.Now().Add(20 * time.Second)
 	for {
 		_, err := pub.Publish(t.Context(), keyMsg("p:a:evt:after"))
