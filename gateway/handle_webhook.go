@@ -67,6 +67,7 @@ func (s *server) handleWebhook() http.Handler {
 				return
 			}
 		}
+		withHost(r)
 		pl := NewPayload(r.Header, body, r.Header.Get("Content-Type"))
 		k, err := DeriveKey(p.rule, pl)
 		if err != nil {
@@ -437,6 +438,16 @@ func writeOK(w http.ResponseWriter, status, key string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// withHost puts the request's Host back among its headers: net/http
+// moves it to r.Host, so a `header:Host` source (an account per tenant
+// host name) found nothing and every tenant shared one account, and the
+// stored event lacked a request header the contract keeps.
+func withHost(r *http.Request) {
+	if _, ok := r.Header["Host"]; !ok && r.Host != "" {
+		r.Header["Host"] = []string{r.Host}
+	}
 }
 
 func truncate(s string, n int) string {
