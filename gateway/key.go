@@ -237,8 +237,8 @@ func fieldsDigest(root Value, fields []Pointer) ([sha256.Size]byte, bool) {
 			buf = append(buf, ',')
 		}
 		v, ok := ptr.Resolve(root)
-		if ok && v.kind != KindNull {
-			present = true
+		if ok && v.kind != KindNull && (v.kind != KindString || v.text != "") {
+			present = true // empty counts as absent, as for every source
 		}
 		buf = AppendCanonical(buf, v) // a missing field is the zero Value: null
 	}
