@@ -177,7 +177,10 @@ func checkSchemeTolerance(scheme, header string, unix int64, now time.Time, tol 
 	case d > tol:
 		return newSchemeError(scheme, ErrTimestampTooOld, fmt.Sprintf("%s too old: %s before now, tolerance %s", header, fmtSchemeAge(d), tol))
 	case d < -tol:
-		return newSchemeError(scheme, ErrTimestampTooNew, fmt.Sprintf("%s too new: %s after now, tolerance %s", header, fmtSchemeAge(-d), tol))
+		// Not -d: a saturated d (the minimum Duration, a timestamp
+		// centuries ahead, e.g. milliseconds sent as seconds) negates to
+		// itself; the other way round saturates to the maximum.
+		return newSchemeError(scheme, ErrTimestampTooNew, fmt.Sprintf("%s too new: %s after now, tolerance %s", header, fmtSchemeAge(time.Unix(unix, 0).Sub(now)), tol))
 	}
 	return nil
 }
