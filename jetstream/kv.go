@@ -31,20 +31,53 @@ type KVConfig struct {
 
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
-	_, err := provisionBucket(ctx, j, c.Replicas, js.KeyValueConfig{
-		Bucket:      BucketMarks,
-		Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
-	})
-	if err != nil {
-		return nil, nil, err
+	var applied js.KeyValue
+	for _, cfg := range kvConfigs(c) {
+		kv, err := provisionBucket(ctx, j, c.Replicas, cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		applied = kv
 	}
-	applied, err := provisionBucket(ctx, j, c.Replicas, js.KeyValueConfig{
-		Bucket:      BucketApplied,
-		Description: "hookgate: keys applied within the dedup horizon",
-		TTL:         c.Horizon,
-	})
-	if err != nil {
-		return nil, nil, err
+	nc := j.Conn()
+	return newWatermarks(nc, BucketMarks),
+		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
+}
+
+// kvConfigs are the consumer's buckets as c sets them up, APPLIED last.
+func kvConfigs(c KVConfig) []js.KeyValueConfig {
+	return []js.KeyValueConfig{
+		bucketConfig(c.Replicas, js.KeyValueConfig{
+			Bucket:      BucketMarks,
+			Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
+		}),
+		bucketConfig(c.Replicas, js.KeyValueConfig{
+			Bucket:      BucketApplied,
+			Description: "hookgate: keys applied within the dedup horizon",
+			TTL:         c.Horizon,
+		}),
+	}
+}
+
+// OpenKV returns the WATERMARKS and APPLIED buckets for an operator
+// command: one that exists is used as it is, never changed (serve
+// provisions them from its config, and a command's config may be a copy
+// edited for the next rollout); a missing one is created from c (a
+// gateway-only serve creates none), which discards nothing.
+func OpenKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
+	var applied js.KeyValue
+	for _, cfg := range kvConfigs(c) {
+		kv, err := j.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, js.ErrBucketNotFound) {
+			kv, err = j.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, js.ErrBucketExists) { // created meanwhile
+				kv, err = j.KeyValue(ctx, cfg.Bucket)
+			}
+		}
+		if err != nil {
+			return nil, nil, classify("open KV "+cfg.Bucket, err)
+		}
+		applied = kv
 	}
 	nc := j.Conn()
 	return newWatermarks(nc, BucketMarks),
@@ -54,12 +87,19 @@ func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, 
 // provisionBucket creates or updates a file-stored bucket keeping one
 // value per key, on replicas (at least 1).
 func provisionBucket(ctx context.Context, j js.JetStream, replicas int, cfg js.KeyValueConfig) (kv js.KeyValue, err error) {
-	cfg.History, cfg.Storage, cfg.Replicas = 1, js.FileStorage, max(replicas, 1)
+	cfg = bucketConfig(replicas, cfg)
 	err = retryProvision(ctx, func(ctx context.Context) (err error) {
 		kv, err = j.CreateOrUpdateKeyValue(ctx, cfg)
 		return classify("provision KV "+cfg.Bucket, err)
 	})
 	return kv, err
+}
+
+// bucketConfig is cfg as hookgate keeps every bucket: file-stored, one
+// value per key, on replicas (at least 1).
+func bucketConfig(replicas int, cfg js.KeyValueConfig) js.KeyValueConfig {
+	cfg.History, cfg.Storage, cfg.Replicas = 1, js.FileStorage, max(replicas, 1)
+	return cfg
 }
 
 // kvSubjectPrefix is where a bucket's keys are written (no JetStream

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -38,6 +40,14 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 			return nil, fmt.Errorf("nats at %s: %w", listen, err)
 		}
 		// Nothing listens: hookgate is not running; open data_dir below.
+	}
+	// Opening a data_dir that is not there would create an empty one and
+	// answer from it ("0 letters"): a wrong or copied config would look
+	// like an all-clear (review 9).
+	if dir := cfg.NATS.Embedded.DataDir; dir != "" {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("nats.embedded.data_dir %s does not exist: check the path (hookgate serve creates it at its first start)", dir)
+		}
 	}
 	s, err := openSystem(ctx, cfg, logger, "hookgate-cli", acc)
 	if errors.Is(err, jetstream.ErrDataDirLocked) && cfg.NATS.Embedded.Listen == "" {

@@ -20,6 +20,11 @@ func runConfigCheck(args []string, getenv func(string) string, stdout io.Writer)
 		return usagef("config check: %v", err)
 	}
 	path := *cfgPath
+	if fs.NArg() > 1 {
+		// Flags end at FILE: a flag after it ("FILE --json") would
+		// otherwise be ignored and the check answer ok (review 9).
+		return usagef("config check: unexpected argument %q after the config file", fs.Arg(1))
+	}
 	if fs.NArg() > 0 {
 		path = fs.Arg(0)
 	}

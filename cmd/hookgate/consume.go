@@ -94,10 +94,22 @@ func processorOptions(cfg *config.Config) consumer.Options {
 	}
 }
 
-// buildProcessor provisions the KV buckets and wires a processor over conn.
+// buildProcessor wires a processor over conn: serve's (acc readWrite)
+// provisions the KV buckets, an operator command's uses them as they are
+// (jetstream.OpenKV).
 // dlq may wrap the DLQ writer (dlq replay records the new letters).
-func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Conn, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
-	marks, applied, err := jetstream.ProvisionKV(ctx, conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
+func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Conn, acc access, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
+	var (
+		marks   *jetstream.Watermarks
+		applied *jetstream.AppliedKeys
+		err     error
+	)
+	kc := jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon}
+	if acc == readWrite {
+		marks, applied, err = jetstream.ProvisionKV(ctx, conn.JS, kc)
+	} else {
+		marks, applied, err = jetstream.OpenKV(ctx, conn.JS, kc)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +144,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	if err != nil {
 		return nil, err
 	}
-	proc, err := buildProcessor(ctx, cfg, conn, logger, metrics, consumer.NewForwardMetrics(reg), audit, o, nil)
+	proc, err := buildProcessor(ctx, cfg, conn, readWrite, logger, metrics, consumer.NewForwardMetrics(reg), audit, o, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	ctx, cancel := cliContext(ctx)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sys, err := openForCLI(ctx, cfg, logger, readWrite)
+	sys, err := openForCLI(ctx, cfg, logger, readOnly)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	rec := &letterRecorder{}
 	o := processorOptions(cfg)
 	o.MaxDeliver = 1 // one synchronous attempt: a failure is re-appended at once
-	proc, err := buildProcessor(ctx, cfg, sys.conn, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
+	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
 		rec.next = d
 		return rec
 	})

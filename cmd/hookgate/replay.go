@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -81,7 +83,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	ctx, cancel := cliContext(ctx)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sys, err := openForCLI(ctx, cfg, logger, readWrite)
+	sys, err := openForCLI(ctx, cfg, logger, readOnly)
 	if err != nil {
 		return err
 	}
@@ -89,7 +91,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
-	proc, err := buildProcessor(ctx, cfg, sys.conn, logger, nil, nil, audit, processorOptions(cfg), nil)
+	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, processorOptions(cfg), nil)
 	if err != nil {
 		return err
 	}
@@ -108,7 +110,14 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	fmt.Fprintln(tw, "SEQ\tKEY\tDECISION\tREASON")
 	counts := map[string]int{}
 	progress := newProgress(stderr)
+	letters := &storedLetters{sys: sys}
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
+		if err := ctx.Err(); err != nil {
+			// Interrupted (or out of time): the events left were not
+			// tried; re-feeding them with a dead context reported each
+			// as failed (review 9).
+			return err
+		}
 		ev := jetstream.EventFromMsg(m.Header, m.Body, m.Seq)
 		if ev.ReceivedAt.IsZero() {
 			ev.ReceivedAt = m.Time
@@ -116,7 +125,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		if *subject != "" && ev.Subject != *subject {
 			return nil
 		}
-		decision, reason := replayOne(ctx, proc, forwards, audit, cfg, ev, *dryRun, *redeliver, *force)
+		decision, reason := replayOne(ctx, proc, forwards, audit, letters, cfg, ev, *dryRun, *redeliver, *force)
 		counts[decision]++
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
 		progress.step(total)
@@ -124,6 +133,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	})
 	progress.done()
 	_ = tw.Flush()
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		fmt.Fprintln(stdout, summary(counts, *dryRun))
+		fmt.Fprintf(stderr, "hookgate: replay stopped (%v): the events after those listed were not replayed; run it again to go on (applied ones are found already applied)\n", ctx.Err())
+		return silentError{1}
+	}
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -137,7 +151,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 // replayOne decides (dry run) or re-feeds one event. Re-feeding goes
 // through the same rules as the consumer, so an applied event stays
 // applied once: it is reported already-applied.
-func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
+func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, letters *storedLetters, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
 	horizon := cfg.Dedup.Horizon
 	if force {
 		horizon = 0
@@ -148,6 +162,19 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	}
 	if j.Decision == consumer.BeyondHorizon {
 		return consumer.BeyondHorizon, j.Reason
+	}
+	if j.Decision == consumer.DeadLettered {
+		// It can never apply (no subject, no parseable time): a letter
+		// for this stored event already in DLQ is the one to act on.
+		// Re-feeding wrote another each time, once DLQ's duplicate
+		// window had passed (review 9).
+		seq, err := letters.of(ctx, ev)
+		if err != nil {
+			return decFailed, "look for its letter in DLQ: " + err.Error()
+		}
+		if seq != 0 {
+			return consumer.DeadLettered, joinReason(j.Reason, fmt.Sprintf("already in DLQ as letter %d, not dead-lettered again ('hookgate dlq show %d')", seq, seq))
+		}
 	}
 	// Nothing remembers keys beyond the horizon: an event applied before
 	// looks new, and applying it again runs its effects a second time.
@@ -271,4 +298,35 @@ func joinReason(reason, more string) string {
 		return more
 	}
 	return reason + "; " + more
+}
+
+// storedLetters finds the DLQ letter of a stored event, reading each
+// provider and account's letters once (DLQ is bounded and small next to
+// WEBHOOKS).
+type storedLetters struct {
+	sys  *system
+	read map[string]map[uint64]uint64 // DLQ subject -> stored seq -> letter seq
+}
+
+// of returns the sequence in DLQ of ev's newest letter, 0 if none.
+func (l *storedLetters) of(ctx context.Context, ev consumer.Event) (uint64, error) {
+	subj := "dlq." + ev.Provider + "." + event.Token(ev.Account)
+	if l.read == nil {
+		l.read = map[string]map[uint64]uint64{}
+	}
+	seqs, ok := l.read[subj]
+	if !ok {
+		seqs = map[uint64]uint64{}
+		err := jetstream.Read(ctx, l.sys.conn, jetstream.StreamDLQ, jetstream.Range{Filter: subj}, func(m jetstream.StoredMsg, _ uint64) error {
+			if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil {
+				seqs[stored] = m.Seq
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		l.read[subj] = seqs
+	}
+	return seqs[ev.Seq], nil
 }

@@ -23,6 +23,11 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	if err := fs.Parse(args); err != nil {
 		return usagef("sign: %v", err)
 	}
+	if fs.NArg() > 0 {
+		// The body comes on stdin; a file named here was ignored and the
+		// headers signed whatever stdin held (review 9).
+		return usagef("sign: unexpected argument %q: the body is read from stdin (hookgate sign ... < %s)", fs.Arg(0), fs.Arg(0))
+	}
 	if *prov == "" {
 		return usagef("sign: --provider is required")
 	}

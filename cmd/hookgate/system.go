@@ -45,8 +45,16 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 type access int
 
 const (
-	readWrite access = iota // serve, replay, dlq: provision streams
-	readOnly                // status, trace: look, never change the setup
+	// readWrite: serve, which provisions the streams and buckets from
+	// its config.
+	readWrite access = iota
+	// readOnly: every operator command (status, trace, replay, dlq). It
+	// may write messages (a replay's GRANTS and AUDIT records) but never
+	// creates or changes a stream or bucket: its config may not be the
+	// one serve runs with (a copy edited for the next rollout), and
+	// applying its limits would discard stored events or AUDIT records,
+	// also on a dry run (review 9).
+	readOnly
 )
 
 func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access) (*system, error) {
