@@ -39,8 +39,8 @@ func (p *Processor) Judge(ctx context.Context, ev Event, horizon time.Duration) 
 	if !rule.Watermark {
 		return Outcome{Decision: Applied}, nil
 	}
-	if ev.Subject == "" || ev.OccurredAt.IsZero() {
-		return Outcome{Decision: DeadLettered, Reason: "missing or unparseable subject or occurred_at"}, nil
+	if why := unorderable(ev); why != "" {
+		return Outcome{Decision: DeadLettered, Reason: why}, nil
 	}
 	mark, _, err := p.marks.Get(ctx, MarkKey(ev))
 	if err != nil {

@@ -42,8 +42,9 @@ const occurredQuoteMax = 64
 //     digits past the nanosecond are dropped (truncated, as time.Parse
 //     does with long fractions).
 //
-// The fraction may have any number of digits. Not accepted: a date alone, a
-// time without seconds, leap second 60, hour 24, week or ordinal dates,
+// The fraction may have any number of digits. A leap second (:60) is read as
+// the last nanosecond of :59. Not accepted: a date alone, a
+// time without seconds, hour 24, week or ordinal dates,
 // numbers with a + sign, hex, NaN or Infinity. The instant must lie from
 // 1970-01-01T00:00:00Z (negative Unix times are errors, whatever the form)
 // through the end of year 9999; a number past that with 13, 16 or 19
@@ -189,9 +190,7 @@ func parseOccurredDate(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("hour %02d out of range", hour)
 	case minute > 59:
 		return time.Time{}, fmt.Errorf("minute %02d out of range", minute)
-	case second == 60:
-		return time.Time{}, errors.New("leap second 60 is not supported")
-	case second > 59:
+	case second > 60:
 		return time.Time{}, fmt.Errorf("second %02d out of range", second)
 	}
 
@@ -245,6 +244,14 @@ func parseOccurredDate(s string) (time.Time, error) {
 	}
 	if sc.pos != len(s) {
 		return time.Time{}, fmt.Errorf("unexpected %q at byte %d after the zone", s[sc.pos], sc.pos)
+	}
+	if second == 60 {
+		// A leap second (RFC 3339 allows :60): UTC as Go and Unix time
+		// count it has no instant of its own. Read all of it as the last
+		// nanosecond of :59, so it stays after everything before it and
+		// before everything after; events within it share that instant
+		// (each applies, told apart by key).
+		second, nsec = 59, int(time.Second-1)
 	}
 	t := time.Date(year, time.Month(month), day, hour, minute, second, nsec, time.UTC)
 	return t.Add(-time.Duration(offset) * time.Second), nil

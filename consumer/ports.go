@@ -122,6 +122,11 @@ type Message struct {
 	// applied by an earlier one); a panic after that is not a failure
 	// (Processor.panicked).
 	effectsRan bool
+	// letter is the reason this delivery was decided dead-lettered with,
+	// set when writing the letter failed: the runs that try again write
+	// the letter only, never the effects again (a forward that answered
+	// 4xx was POSTed again at every run while DLQ refused; review 9).
+	letter string
 }
 
 // kept reports whether Process asked Run to keep m (Message.parkable).

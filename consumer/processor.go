@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,20 +221,17 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 }
 
 func (p *Processor) process(ctx context.Context, m *Message) Outcome {
+	if m.letter != "" {
+		return p.deadLetter(ctx, m, m.letter)
+	}
 	ev := m.Event
 	rule, ok := p.rules[ev.Provider]
 	if !ok {
 		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)")
 	}
 	if rule.Watermark {
-		if ev.Subject == "" {
-			return p.deadLetter(ctx, m, "no subject: ordering is watermark and the subject source found nothing")
-		}
-		if ev.OccurredAt.IsZero() {
-			if ev.OccurredRaw == "" {
-				return p.deadLetter(ctx, m, "no occurred_at: ordering is watermark and the occurred_at source found nothing")
-			}
-			return p.deadLetter(ctx, m, fmt.Sprintf("unparseable occurred_at %q", truncate(ev.OccurredRaw, 64)))
+		if why := unorderable(ev); why != "" {
+			return p.deadLetter(ctx, m, why)
 		}
 		// The watermark tells most events apart without APPLIED: one newer
 		// than the mark was not applied (a holder that remembered it and
@@ -725,4 +723,25 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// unorderable says why a watermark rule cannot place ev ("" when it can):
+// no subject, no occurred_at, or one that does not parse, with
+// ParseOccurredAt's reason (a letter quoting the value alone left the
+// operator to guess, e.g. that 13 digits are milliseconds; review 9).
+func unorderable(ev Event) string {
+	switch {
+	case ev.Subject == "":
+		return "no subject: ordering is watermark and the subject source found nothing"
+	case !ev.OccurredAt.IsZero():
+		return ""
+	case ev.OccurredRaw == "":
+		return "no occurred_at: ordering is watermark and the occurred_at source found nothing"
+	}
+	// Prepared events carry the parsed time; parse again for the reason.
+	why := "does not parse"
+	if _, err := ParseOccurredAt(ev.OccurredRaw); err != nil {
+		why = strings.TrimPrefix(err.Error(), ErrInvalidOccurredAt.Error()+" ")
+	}
+	return "unparseable occurred_at " + strings.TrimPrefix(why, "occurred_at ")
 }

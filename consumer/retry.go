@@ -68,6 +68,7 @@ func (p *Processor) backoff(n int) time.Duration {
 
 func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string) Outcome {
 	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
+		m.letter = reason
 		return p.retry(m, fmt.Errorf("dead-letter: %w", err), false)
 	}
 	p.record(m.Event, event.DecisionDeadLettered, reason)
