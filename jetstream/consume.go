@@ -104,8 +104,13 @@ func oneLine(s string) string {
 
 // SourceOptions configure the durable consumer.
 type SourceOptions struct {
-	// MaxAckPending bounds events in flight across all instances.
+	// MaxAckPending bounds unacknowledged deliveries across all
+	// instances: those in an instance's memory and those waiting out a
+	// retry's backoff (negatively acknowledged with a delay).
 	MaxAckPending int
+	// Prefetch is how many deliveries the source asks for ahead of Next;
+	// 0: a quarter of MaxAckPending, at least 16.
+	Prefetch int
 	// AckWait is how long a delivery may stay unacked without
 	// InProgress before it is redelivered.
 	AckWait time.Duration
@@ -139,7 +144,11 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
-	it, err := cons.Messages(js.PullMaxMessages(max(o.MaxAckPending/4, 16)))
+	prefetch := o.Prefetch
+	if prefetch <= 0 {
+		prefetch = max(o.MaxAckPending/4, 16)
+	}
+	it, err := cons.Messages(js.PullMaxMessages(prefetch))
 	if err != nil {
 		return nil, classify("pull", err)
 	}

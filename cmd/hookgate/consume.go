@@ -130,6 +130,16 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
+	// A small window in memory: deliveries a killed instance had
+	// fetched come back only after AckWait, overtaken by newer events
+	// (stale). (A stop hands them back at once: consumer.Unreader.) The
+	// durable consumer's window is wider by retryRoom, for events waiting
+	// out a retry's backoff: they are unacknowledged deliveries the server
+	// holds, not this process, and with the window alone 128 events of one
+	// provider whose forward target is down stopped every provider until
+	// their backoff ran out (review 9).
+	window := max(cfg.Consumer.Workers*16, 128)
+	o.Held = window
 	external := cfg.NATS.URL != ""
 	// On a cluster the server outlives this instance, and a standby takes
 	// over: what a stop hands back must be queued for redelivery at once.
@@ -149,10 +159,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return nil, err
 	}
 	opts := jetstream.SourceOptions{
-		// A small window: deliveries a killed instance had prefetched come
-		// back only after AckWait, overtaken by newer events (stale). (A
-		// stop hands them back at once: consumer.Unreader.)
-		MaxAckPending: max(cfg.Consumer.Workers*16, 128),
+		MaxAckPending: window + retryRoom,
+		Prefetch:      max(window/4, 16),
 		AckWait:       o.LeaseTTL,
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {
@@ -180,7 +188,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		// The embedded server has one client process (data_dir's lock):
 		// deliveries still outstanding were fetched by a process that is
 		// gone. Run them first.
-		redeliverOutstanding(ctx, conn, opts.MaxAckPending, cfg.Dedup.Horizon, logger)
+		redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
 		src, err := jetstream.OpenSource(ctx, conn, opts)
@@ -202,7 +210,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				// fetched; a delivery that was on its way to it when it
 				// stopped pulling is still outstanding, and would come back
 				// only after the ack wait, behind newer events.
-				redeliverOutstanding(ctx, conn, opts.MaxAckPending, cfg.Dedup.Horizon, logger)
+				redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
 			}
 			src, err := jetstream.OpenSource(ctx, conn, opts)
 			if err != nil {
@@ -231,3 +239,11 @@ func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPendi
 			slog.Int("outstanding", n), slog.Uint64("seq", from))
 	}
 }
+
+// retryRoom is how many deliveries waiting out a retry's backoff the
+// durable consumer's window has room for beyond what the instance holds in
+// memory (Options.Held): under the default backoff an event is retried for
+// about 33 minutes (1 s + 5 s + 30 s + 2 m + 3 x 10 m), so a downstream
+// refusing 8 events a second can stay down indefinitely before the window
+// fills. The server keeps their state, some bytes each.
+const retryRoom = 16384

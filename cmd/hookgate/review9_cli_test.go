@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -326,6 +327,91 @@ func TestReview9InterruptedReplayStops(t *testing.T) {
 	for _, key := range []string{"grants:default:evt:m1", "grants:default:evt:m2"} {
 		if strings.Contains(out.String(), key) {
 			t.Errorf("interrupted during the first event, the replay reports %s, which it never tried (exit %d):\n%s%s", key, code, out.String(), errb.String())
+		}
+	}
+}
+
+// review9Post posts body to provider (hmac-sha256 with review6Secret in
+// X-Sig) and returns the status.
+func review9Post(t *testing.T, base, provider, body string) int {
+	t.Helper()
+	sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := sch.Sign([]byte(body), config.Secret(review6Secret), "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+provider, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestReview9ForwardTargetDownDoesNotStopOtherProviders: one provider's
+// forward target is down (503), so each of its events waits out a retry's
+// backoff, negatively acknowledged and still an unacknowledged delivery of
+// the durable consumer. With serve's window (max(16 x workers, 128)) as
+// the consumer's whole limit, 128 such events stopped every other provider
+// until their backoff ran out (a minute here, 10 minutes by default, ~33
+// minutes until dead-lettered). Another provider's event must still apply.
+func TestReview9ForwardTargetDownDoesNotStopOtherProviders(t *testing.T) {
+	var downHits, okHits atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		downHits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		okHits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(ok.Close)
+	provider := func(name, url string) string {
+		return fmt.Sprintf(`  %s:
+    signature: { scheme: hmac-sha256, header: X-Sig, secrets: [%q] }
+    event_id: ["json:/id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/at"
+    effects: { forward: { url: %q, timeout: 5s } }
+`, name, review6Secret, url)
+	}
+	path := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nnats: { embedded: { data_dir: %q } }\n"+
+		"consumer: { workers: 1, max_deliver: 8, backoff: [1m] }\nproviders:\n%s%s",
+		t.TempDir(), provider("crm", down.URL), provider("grants", ok.URL))
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := review7Start(t, path, true)
+	const window = 128 // workers 1: max(16 x 1, 128)
+	for i := range window + 8 {
+		if code := review9Post(t, s.base, "crm", fmt.Sprintf(`{"id":"c%d","grant_id":"C-%d","at":"2026-11-30T10:00:00Z"}`, i, i)); code != 200 {
+			t.Fatalf("post crm %d: %d", i, code)
+		}
+	}
+	for end := time.Now().Add(30 * time.Second); downHits.Load() < window+8; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("only %d of %d crm events tried their forward in 30 s", downHits.Load(), window+8)
+		}
+	}
+	if code := review9Post(t, s.base, "grants", `{"id":"g1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post grants: %d", code)
+	}
+	for end := time.Now().Add(15 * time.Second); okHits.Load() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the grants provider's event was not applied within 15 s while %d crm events wait out their backoff (forward target down)", downHits.Load())
 		}
 	}
 }
