@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
-	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -30,29 +27,7 @@ const review6Provider = `providers:
 
 func review6Post(t *testing.T, base, body string) int {
 	t.Helper()
-	sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := sch.Sign([]byte(body), config.Secret(review6Secret), "", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/p", bytes.NewReader([]byte(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	req.Header.Set("Content-Type", "application/json")
-	c := &http.Client{Timeout: 20 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
+	return review9Post(t, base, "p", body)
 }
 
 // TestReview6GatewayRunningBeforeTheUpgradeOutlivesTheNarrowing: the
