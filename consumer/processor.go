@@ -74,15 +74,6 @@ type Options struct {
 	// waited out a dead process's leases (LeaseTTL), the subjects they held
 	// up included.
 	Gone func(owner string) bool
-	// Held bounds the deliveries Run keeps in memory: running, queued
-	// behind an event of their subject, or parked. Run takes no more from
-	// its source while it holds that many. 0: no bound of Run's own (the
-	// source's unacknowledged window bounds them). With it, the window can
-	// be wider than what Run holds, so events waiting out a retry's
-	// backoff (negatively acknowledged, still unacknowledged deliveries,
-	// held by the server, not here) do not fill it: one forward target
-	// down no longer stops every provider (review 9).
-	Held int
 }
 
 // Processor applies events once, in watermark order per subject. Process

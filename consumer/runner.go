@@ -33,7 +33,7 @@ type Unreader interface {
 func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 	workers = max(workers, 1)
 	p.stopNakSpent.Store(0)
-	q := &serialQueue{waiting: map[string][]*Message{}, parked: map[string]*Message{}, room: make(chan struct{}, 1)}
+	q := &serialQueue{waiting: map[string][]*Message{}, parked: map[string]*Message{}}
 	ready := make(chan *Message)
 	var wg sync.WaitGroup
 	for range workers {
@@ -123,13 +123,6 @@ func (p *Processor) Run(ctx context.Context, src Source, workers int) error {
 		<-aliveDone
 	}()
 	for {
-		for p.opts.Held > 0 && !q.hasRoom(p.opts.Held) {
-			select {
-			case <-q.room:
-			case <-ctx.Done():
-				return nil
-			}
-		}
 		m, err := src.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -189,30 +182,6 @@ type serialQueue struct {
 	// event's key (Message.waitFor) and no worker runs.
 	parked  map[string]*Message
 	stopped bool
-	// n counts the deliveries in memory: from add until done, abandon or
-	// takeParked lets them go (running, queued, parked). room gets a
-	// token whenever n goes down.
-	n    int
-	room chan struct{}
-}
-
-// hasRoom reports whether fewer than limit deliveries are in memory.
-func (q *serialQueue) hasRoom(limit int) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.n < limit
-}
-
-// gone records that k deliveries left memory. q.mu is held.
-func (q *serialQueue) gone(k int) {
-	if k == 0 {
-		return
-	}
-	q.n -= k
-	select {
-	case q.room <- struct{}{}:
-	default:
-	}
 }
 
 // parkedPoll is how often Run looks for parked events whose wait is over.
@@ -225,7 +194,6 @@ func (q *serialQueue) add(m *Message) bool {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.n++
 	if w, held := q.waiting[k]; held {
 		if head := q.parked[k]; head != nil && head.waitFor != "" && head.waitFor == m.Event.Key {
 			delete(q.parked, k) // the worker that runs m holds the key
@@ -251,7 +219,6 @@ func (q *serialQueue) park(m *Message) (next *Message, rest []*Message) {
 	w := q.waiting[k]
 	if q.stopped {
 		q.waiting[k] = nil
-		q.gone(1 + len(w))
 		return nil, append([]*Message{m}, w...)
 	}
 	for i, e := range w {
@@ -299,7 +266,6 @@ func (q *serialQueue) abandon(m *Message) {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.gone(1)
 	w := q.waiting[k]
 	if len(w) == 0 {
 		delete(q.waiting, k)
@@ -319,7 +285,6 @@ func (q *serialQueue) takeParked() []*Message {
 		delete(q.waiting, k)
 		delete(q.parked, k)
 	}
-	q.gone(len(all))
 	return all
 }
 
@@ -331,7 +296,6 @@ func (q *serialQueue) done(m *Message) (next *Message, rest []*Message) {
 	k := LeaseKey(m.Event)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.gone(1)
 	w := q.waiting[k]
 	if len(w) == 0 {
 		delete(q.waiting, k)
@@ -341,7 +305,6 @@ func (q *serialQueue) done(m *Message) (next *Message, rest []*Message) {
 		// The key stays held until the caller handed rest back (release):
 		// the source's unread events of it go back after them.
 		q.waiting[k] = nil
-		q.gone(len(w))
 		return nil, w
 	}
 	next = w[0]

@@ -25,13 +25,6 @@ type listSource struct {
 
 func newList(msgs ...*consumer.Message) *listSource { return &listSource{msgs: msgs} }
 
-// left is how many messages were not taken yet.
-func (s *listSource) left() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.msgs)
-}
-
 func (s *listSource) Next(ctx context.Context) (*consumer.Message, error) {
 	s.mu.Lock()
 	if len(s.msgs) > 0 {

@@ -130,16 +130,13 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
-	// A small window in memory: deliveries a killed instance had
-	// fetched come back only after AckWait, overtaken by newer events
-	// (stale). (A stop hands them back at once: consumer.Unreader.) The
-	// durable consumer's window is wider by retryRoom, for events waiting
-	// out a retry's backoff: they are unacknowledged deliveries the server
-	// holds, not this process, and with the window alone 128 events of one
-	// provider whose forward target is down stopped every provider until
-	// their backoff ran out (review 9).
+	// A small window: deliveries a killed instance had fetched come back
+	// only after AckWait, overtaken by newer events (stale). (A stop hands
+	// them back at once: consumer.Unreader.) The durable consumer's limit
+	// is wider by retryRoom, for events waiting out a retry's backoff: with
+	// the window alone, 128 events of one provider whose forward target is
+	// down stopped every provider until their backoff ran out (review 9).
 	window := max(cfg.Consumer.Workers*16, 128)
-	o.Held = window
 	external := cfg.NATS.URL != ""
 	// On a cluster the server outlives this instance, and a standby takes
 	// over: what a stop hands back must be queued for redelivery at once.
@@ -240,10 +237,15 @@ func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPendi
 	}
 }
 
-// retryRoom is how many deliveries waiting out a retry's backoff the
-// durable consumer's window has room for beyond what the instance holds in
-// memory (Options.Held): under the default backoff an event is retried for
+// retryRoom is how many more unacknowledged deliveries the durable
+// consumer allows beyond the window, for events waiting out a retry's
+// backoff (negatively acknowledged with a delay: the server holds them,
+// not this process). Under the default backoff an event is retried for
 // about 33 minutes (1 s + 5 s + 30 s + 2 m + 3 x 10 m), so a downstream
-// refusing 8 events a second can stay down indefinitely before the window
-// fills. The server keeps their state, some bytes each.
-const retryRoom = 16384
+// refusing 2 events a second can stay down for good before the limit is
+// reached. The price: deliveries queued in memory behind a slow event of
+// their subject are bounded by window + retryRoom too, not the window
+// alone. A bound on what Run holds in memory was tried and taken back: it
+// stopped taking the redelivery a subject in doubt waits for, and let
+// fetched deliveries outlive their ack wait (review 9's second round).
+const retryRoom = 4096
