@@ -231,6 +231,7 @@ func (d *decoder) decodeSlice(key string, n *yaml.Node, v reflect.Value) {
 type pair struct {
 	k, v   *yaml.Node
 	merged bool
+	in     *yaml.Node // the mapping the pair is written in
 }
 
 // pairs lists a mapping's entries with YAML merge keys (<<: *base) expanded,
@@ -278,7 +279,7 @@ func (d *decoder) pairs(key string, n *yaml.Node, stack []*yaml.Node) []pair {
 			}
 			continue
 		}
-		own = append(own, pair{k: k, v: v})
+		own = append(own, pair{k: k, v: v, in: n})
 	}
 	return append(merged, own...)
 }
@@ -303,6 +304,11 @@ func (d *decoder) entries(key string, n *yaml.Node) (names []string, vals map[st
 			names = append(names, name)
 		case !p.merged && !prev.merged:
 			d.errorf(joinKey(key, name), p.k, "key given twice (first on line %d)", prev.k.Line)
+			continue
+		case p.merged && prev.merged && p.in == prev.in && p.k != prev.k:
+			// Twice in the merged mapping itself: as anywhere else, an
+			// error, not a silent first-wins (review 9).
+			d.errorf(joinKey(key, name), p.k, "key given twice in the merged block (first on line %d)", prev.k.Line)
 			continue
 		case p.merged && prev.merged:
 			continue // the earlier merge wins

@@ -321,12 +321,13 @@ providers: {p: {signature: {secrets: ["${S}"]}}}
 `
 	_, err := Parse([]byte(data), "", nil)
 	var ps Problems
-	// The missing scheme is not among them: the signature is checked as a
-	// whole, and one of its secrets could not be read.
-	if !errors.As(err, &ps) || len(ps) != 4 {
-		t.Fatalf("Parse = %v; want 4 problems", err)
+	// The missing scheme is among them: an unreadable secret hides only
+	// what checks the secrets (review 9; it hid the whole signature).
+	if !errors.As(err, &ps) || len(ps) != 5 {
+		t.Fatalf("Parse = %v; want 5 problems", err)
 	}
-	if got := strings.Count(err.Error(), "\n"); got != 3 {
+	wantProblem(t, ps, "providers.p.signature.scheme", "required", false)
+	if got := strings.Count(err.Error(), "\n"); got != 4 {
 		t.Errorf("Error() has %d newlines, want one line per problem:\n%v", got, err)
 	}
 }

@@ -45,6 +45,11 @@ func expand(s string, getenv func(string) string) (string, error) {
 		expr := s[i+2 : i+end]
 		s = s[i+end+1:]
 		name, def, hasDef := strings.Cut(expr, ":-")
+		if strings.Contains(def, "${") {
+			// "${A:-${B}}" read as the default "${B" and a literal "}":
+			// a wrong secret and no problem reported (review 9).
+			return "", errors.New("a ${...} inside a default is not supported: defaults are literal text")
+		}
 		if !validVarName(name) {
 			return "", errors.New("invalid variable name in ${...}: want letters, digits and _ (write $$ for a literal $)")
 		}

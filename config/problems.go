@@ -99,18 +99,18 @@ func (ps Problems) Warnings() Problems {
 }
 
 // except returns the problems of ps that cannot follow from one of bad's:
-// those outside the groups of bad's keys, and not on a key related to one.
-// A check may compare keys of one group (dedup.window with dedup.horizon,
-// retention with dedup and http, a provider's ordering with its subject), and
-// a value that could not be read is checked as its default, so a problem
-// there may be the unread value's, not the file's. A problem of bad without
-// a key (the file as a whole) excludes everything.
+// those whose check reads no key of bad's groups (reads), and not on a key
+// related to one. A check may compare keys (dedup.window with
+// dedup.horizon, retention with dedup and http, a provider's ordering with
+// its subject), and a value that could not be read is checked as its
+// default, so a problem there may be the unread value's, not the file's. A
+// problem of bad without a key (the file as a whole) excludes everything.
 func (ps Problems) except(bad Problems) Problems {
 	var out Problems
 next:
 	for _, p := range ps {
 		for _, b := range bad {
-			if b.Key == "" || group(p.Key) == group(b.Key) || related(p.Key, b.Key) {
+			if b.Key == "" || reads(group(p.Key), group(b.Key)) || related(p.Key, b.Key) {
 				continue next
 			}
 			// A misspelt key leaves its intended sibling unset.
@@ -123,23 +123,44 @@ next:
 	return out
 }
 
-// group is what a check of key may read besides key: a provider's
-// signature (checked on its own), the rest of its provider's entry, or for
-// anything outside providers every other such section.
+// group is the part of the config a key belongs to: its top-level section
+// (http, nats, dedup, ...), or a provider's secrets, the rest of its
+// signature, or the rest of its entry.
 func group(key string) string {
 	rest, ok := strings.CutPrefix(key, "providers.")
 	if !ok {
-		if key == "providers" {
-			return key
-		}
-		return "global"
+		section, _, _ := strings.Cut(key, ".")
+		section, _, _ = strings.Cut(section, "[")
+		return section
 	}
 	name, rest, _ := strings.Cut(rest, ".")
 	name, _, _ = strings.Cut(name, "[")
-	if rest == "signature" || strings.HasPrefix(rest, "signature.") {
+	switch {
+	case rest == "signature.secrets" || strings.HasPrefix(rest, "signature.secrets["):
+		return "providers." + name + ".signature.secrets"
+	case rest == "signature" || strings.HasPrefix(rest, "signature."):
 		return "providers." + name + ".signature"
 	}
 	return "providers." + name
+}
+
+// reads reports whether the check of a key in group p reads keys of group
+// b (see Check). Before, every section outside providers was one group,
+// and a provider's secrets one with its signature: a misspelt http key, or
+// a secret from an unset variable (CI without secrets), hid every other
+// problem there (review 9).
+func reads(p, b string) bool {
+	switch {
+	case p == b:
+		return true
+	case p == "dedup": // the short-window warning: embedded gateways only
+		return b == "nats" || b == "roles"
+	case p == "retention": // max_bytes against a body, max_age against dedup
+		return b == "http" || b == "dedup"
+	case strings.HasSuffix(p, ".signature.secrets"): // secrets' form is the scheme's
+		return b == strings.TrimSuffix(p, ".secrets")
+	}
+	return false
 }
 
 // related reports whether one dotted key is the other or inside it.

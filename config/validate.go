@@ -74,6 +74,12 @@ func (k *checker) add(warning bool, key, format string, args ...any) {
 }
 
 func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
+
+// inFile reports whether key itself is written in the file (not defaulted).
+func (k *checker) inFile(key string) bool {
+	_, ok := k.lines[key]
+	return ok
+}
 func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
 
 // lineFor finds key's line, or its nearest given parent's (a problem with a
@@ -135,6 +141,10 @@ func (c *Config) checkHTTP(k *checker) {
 
 func (c *Config) checkNATS(k *checker) {
 	n := c.NATS
+	if n.URL != "" && len(n.URLs()) == 0 {
+		// Blanks: no URL to the URL checks, a cluster to serve (review 9).
+		k.errorf("nats.url", "blank; leave it empty for the embedded server, or list nats://host:4222")
+	}
 	if n.URL != "" {
 		for i, u := range n.URLs() {
 			// The URL may hold a user and password: never quote it.
@@ -252,10 +262,19 @@ func (c *Config) checkRetention(k *checker) {
 	}
 }
 
+// maxWorkers bounds consumer.workers: far above what one instance's
+// NATS connection keeps busy.
+const maxWorkers = 4096
+
 func (c *Config) checkConsumer(k *checker) {
 	cs := c.Consumer
-	if cs.Workers < 1 {
+	switch {
+	case cs.Workers < 1:
 		k.errorf("consumer.workers", "must be at least 1, got %d", cs.Workers)
+	case cs.Workers > maxWorkers:
+		// Run starts a goroutine each, and the delivery window is 16
+		// times as many: a typo of a few zeros ran out of memory at start.
+		k.errorf("consumer.workers", "must be at most %d, got %d", maxWorkers, cs.Workers)
 	}
 	if cs.MaxDeliver < 1 {
 		k.errorf("consumer.max_deliver", "must be at least 1 (it counts the first attempt), got %d", cs.MaxDeliver)
@@ -412,6 +431,10 @@ func checkSignature(k *checker, key string, s Signature) {
 		k.errorf(key+".tolerance", "must be > 0: the %s scheme signs a timestamp", s.Scheme)
 	case s.Tolerance < 0:
 		k.errorf(key+".tolerance", "must not be negative")
+	case known && !timestamped(s.Scheme) && k.inFile(key+".tolerance"):
+		// Set in the file for a scheme without a signed timestamp: an
+		// operator may believe old captures are refused (review 9).
+		k.warnf(key+".tolerance", "ignored: the %s scheme signs no timestamp, so nothing bounds a captured request's age", s.Scheme)
 	}
 	switch {
 	case s.Header != "":

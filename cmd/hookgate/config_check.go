@@ -26,6 +26,9 @@ func runConfigCheck(args []string, getenv func(string) string, stdout io.Writer)
 		return usagef("config check: unexpected argument %q after the config file", fs.Arg(1))
 	}
 	if fs.NArg() > 0 {
+		if path != "" && path != fs.Arg(0) {
+			return usagef("config check: two config files (--config %s and %s); give one", path, fs.Arg(0))
+		}
 		path = fs.Arg(0)
 	}
 	if path == "" {
