@@ -75,12 +75,13 @@ func (k *checker) add(warning bool, key, format string, args ...any) {
 
 func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
 
+func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
+
 // inFile reports whether key itself is written in the file (not defaulted).
 func (k *checker) inFile(key string) bool {
 	_, ok := k.lines[key]
 	return ok
 }
-func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
 
 // lineFor finds key's line, or its nearest given parent's (a problem with a
 // defaulted key points at the section that lacks it).
