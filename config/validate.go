@@ -74,7 +74,6 @@ func (k *checker) add(warning bool, key, format string, args ...any) {
 }
 
 func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
-
 func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
 
 // inFile reports whether key itself is written in the file (not defaulted).
