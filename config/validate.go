@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -112,6 +113,7 @@ func (c *Config) checkHTTP(k *checker) {
 			k.errorf("http.admin_listen", "same address as http.listen; leave it empty to serve /healthz, /readyz and /metrics on http.listen")
 		}
 	}
+	before := len(k.ps)
 	switch {
 	case h.TLS.Cert != "" && h.TLS.Key == "":
 		k.errorf("http.tls.key", "required when http.tls.cert is set")
@@ -120,6 +122,14 @@ func (c *Config) checkHTTP(k *checker) {
 	}
 	checkFile(k, "http.tls.cert", h.TLS.Cert)
 	checkFile(k, "http.tls.key", h.TLS.Key)
+	if h.TLS.Cert != "" && h.TLS.Key != "" && len(k.ps) == before {
+		// Files that exist may still not be a certificate and its key (a
+		// key that does not match, a DER file); serve loads them first
+		// too (review 9).
+		if _, err := tls.LoadX509KeyPair(h.TLS.Cert, h.TLS.Key); err != nil {
+			k.errorf("http.tls.cert", "with http.tls.key: %v", err)
+		}
+	}
 	switch {
 	case h.MaxBodyBytes <= 0:
 		k.errorf("http.max_body_bytes", "must be > 0")

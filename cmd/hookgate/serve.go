@@ -43,6 +43,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		logger.Warn("config: "+p.Msg, slog.String("config_key", p.Key))
 	}
 
+	tlsCfg, err := loadTLS(cfg)
+	if err != nil {
+		return err
+	}
 	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
 	if err != nil {
 		return err
@@ -126,7 +130,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		if err != nil {
 			return err
 		}
-		srv, ln, err := listen(cfg, cfg.HTTP.Listen, h, logger)
+		srv, ln, err := listen(cfg, tlsCfg, cfg.HTTP.Listen, h, logger)
 		if err != nil {
 			return err
 		}
@@ -137,7 +141,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		if addr == "" {
 			addr = cfg.HTTP.Listen
 		}
-		srv, ln, err := listen(cfg, addr, gateway.NewAdminHandler(logger, deps), logger)
+		srv, ln, err := listen(cfg, tlsCfg, addr, gateway.NewAdminHandler(logger, deps), logger)
 		if err != nil {
 			closeAll()
 			return err
@@ -229,7 +233,22 @@ func scheme(cfg *config.Config) string {
 	return "http"
 }
 
-func listen(cfg *config.Config, addr string, h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
+// loadTLS loads http.tls's certificate and key (nil without TLS) before
+// anything starts: loaded by ServeTLS, a bad pair failed after the streams
+// were set up and the consumer started, naming neither key (review 9).
+func loadTLS(cfg *config.Config) (*tls.Config, error) {
+	c := cfg.HTTP.TLS
+	if c.Cert == "" {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return nil, fmt.Errorf("http.tls.cert %s and http.tls.key %s: %w", c.Cert, c.Key, err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
+}
+
+func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
@@ -244,16 +263,23 @@ func listen(cfg *config.Config, addr string, h http.Handler, logger *slog.Logger
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	if cfg.HTTP.TLS.Cert != "" {
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	// HTTP/1.1 only: Go's HTTP/2 server does not apply ReadHeaderTimeout
+	// or ReadTimeout to a connection that sends nothing after its
+	// preface, so with TLS (where HTTP/2 is negotiated) a silent client
+	// held a connection until http.timeouts.idle (review 9). Webhook
+	// senders post one request at a time; HTTP/2 buys them nothing here.
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	if tlsCfg != nil {
+		srv.TLSConfig = tlsCfg.Clone()
 	}
 	return srv, ln, nil
 }
 
 func serveHTTP(srv *http.Server, ln net.Listener, cfg *config.Config) error {
 	var err error
-	if cfg.HTTP.TLS.Cert != "" {
-		err = srv.ServeTLS(ln, cfg.HTTP.TLS.Cert, cfg.HTTP.TLS.Key)
+	if srv.TLSConfig != nil {
+		err = srv.ServeTLS(ln, "", "") // the pair is in TLSConfig (loadTLS)
 	} else {
 		err = srv.Serve(ln)
 	}
