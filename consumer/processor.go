@@ -718,13 +718,6 @@ func (p *Processor) record(ev Event, decision, reason string) {
 	})
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}
-
 // unorderable says why a watermark rule cannot place ev ("" when it can):
 // no subject, no occurred_at, or one that does not parse, with
 // ParseOccurredAt's reason (a letter quoting the value alone left the
