@@ -143,9 +143,11 @@ func TestEmbeddedUpgradeTakesWebhooksWhileTheKeyIndexReadsBack(t *testing.T) {
 	}
 
 	hg = start(t, e.cfgPath)
-	if !strings.Contains(hg.stderr.String(), "not kept by a key index yet") {
-		t.Fatalf("serve did not take the upgrade path:\n%s", hg.stderr)
-	}
+	// stderr is copied by its own goroutine: the line may follow stdout's
+	// listening line (a CI run looked too early).
+	waitFor(t, "serve taking the upgrade path (stderr: not kept by a key index yet)", 10*time.Second, func() bool {
+		return strings.Contains(hg.stderr.String(), "not kept by a key index yet")
+	})
 	send(hg, "duplicate") // at once: the server's horizon-long window, or the index
 	window := func() (time.Duration, string) {
 		s, err := j.Stream(ctx, "WEBHOOKS")

@@ -5,9 +5,12 @@ import (
 	"time"
 )
 
-// rejectLimiter lets a few "rejected" audit records per provider per second
+// rejectLimiter lets a few records (or log lines) per provider per second
 // through and counts the rest, so an unauthenticated flood cannot fill the
-// AUDIT stream. The count rides on the next record let through.
+// AUDIT stream or the log. The count rides on the next record let through;
+// when none comes within the second (the flood stopped), the last one held
+// back is written late, carrying the others: before, those counts were
+// lost (review 9).
 type rejectLimiter struct {
 	perSecond int
 	mu        sync.Mutex
@@ -18,6 +21,10 @@ type rejectWindow struct {
 	start      time.Time
 	n          int
 	suppressed int
+	// late writes the last held-back record with the count of those it
+	// stands for besides itself; timer runs it when the window ends.
+	late  func(suppressed int)
+	timer *time.Timer
 }
 
 func newRejectLimiter(perSecond int) *rejectLimiter {
@@ -25,8 +32,10 @@ func newRejectLimiter(perSecond int) *rejectLimiter {
 }
 
 // allow reports whether a record for provider may be written now, and if
-// so how many earlier ones it stands for.
-func (l *rejectLimiter) allow(provider string, now time.Time) (ok bool, suppressed int) {
+// so how many earlier ones it stands for. When it may not, late (if not
+// nil) is kept: unless a record is let through first, it is called about
+// a second later with the number of other held-back records it stands for.
+func (l *rejectLimiter) allow(provider string, now time.Time, late func(suppressed int)) (ok bool, suppressed int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.state[provider]
@@ -39,10 +48,32 @@ func (l *rejectLimiter) allow(provider string, now time.Time) (ok bool, suppress
 	}
 	if w.n >= l.perSecond {
 		w.suppressed++
+		if late != nil {
+			w.late = late
+			if w.timer == nil {
+				w.timer = time.AfterFunc(time.Second, func() { l.writeLate(provider) })
+			}
+		}
 		return false, 0
 	}
 	w.n++
 	s := w.suppressed
-	w.suppressed = 0
+	w.suppressed, w.late = 0, nil
 	return true, s
+}
+
+// writeLate writes provider's last held-back record if no record let
+// through took the count since.
+func (l *rejectLimiter) writeLate(provider string) {
+	l.mu.Lock()
+	w := l.state[provider]
+	w.timer = nil
+	late, n := w.late, w.suppressed
+	if late == nil || n == 0 {
+		l.mu.Unlock()
+		return
+	}
+	w.suppressed, w.late = 0, nil
+	l.mu.Unlock()
+	late(n - 1)
 }

@@ -76,7 +76,7 @@ func (s *server) handleWebhook() http.Handler {
 		}
 		hdr, err := s.storedHeaders(r.Header, p, pl, k, start)
 		if err != nil {
-			s.reject(w, p, k.Key, err)
+			s.rejectAs(w, p, k.Account, k.Key, err)
 			return
 		}
 
@@ -221,6 +221,13 @@ var (
 // reject answers a 4xx for a known provider, audits it (rate-limited) and
 // counts it.
 func (s *server) reject(w http.ResponseWriter, p *provider, key string, err error) {
+	s.rejectAs(w, p, "", key, err)
+}
+
+// rejectAs is reject for a request whose key (and account) were derived:
+// the record names the account too (review 9: a 400 found after the key
+// was recorded without it).
+func (s *server) rejectAs(w http.ResponseWriter, p *provider, account, key string, err error) {
 	status := statusOf(err)
 	switch {
 	case errors.Is(err, errBodyRead):
@@ -233,19 +240,30 @@ func (s *server) reject(w http.ResponseWriter, p *provider, key string, err erro
 	now := s.deps.Now()
 	// The log line goes with the audit record, under the same limit: an
 	// unauthenticated flood must not fill the disk through the log either.
-	if ok, suppressed := s.rejects.allow(p.name, now); ok {
+	write := func(suppressed int) {
 		s.log.LogAttrs(context.Background(), slog.LevelWarn, "webhook rejected",
-			slog.String("provider", p.name), slog.String("key", key),
+			slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
 			slog.String("decision", event.DecisionRejected), slog.Int("status", status), slog.String("reason", msg),
 			slog.Int("suppressed", suppressed))
 		s.deps.Audit.Record(event.AuditRecord{
-			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Key: key,
+			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Account: account, Key: key,
 			Status: status, Reason: msg, Actor: event.ActorGateway, Suppressed: suppressed,
 		})
-	} else {
-		s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
 	}
+	s.limited(p, now, write)
 	writeJSON(w, status, answer{Error: msg})
+}
+
+// limited runs write (a rejection's record and log line) now when the
+// provider's audit limit lets it, with how many held-back ones it stands
+// for; else counts it held back (metric) and keeps write for the end of
+// the second, should no record come to carry the count (rejectLimiter).
+func (s *server) limited(p *provider, now time.Time, write func(suppressed int)) {
+	if ok, suppressed := s.rejects.allow(p.name, now, write); ok {
+		write(suppressed)
+		return
+	}
+	s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
 }
 
 // rateLimited answers 429 with Retry-After (whole seconds, at least 1):
@@ -257,12 +275,12 @@ func (s *server) rateLimited(w http.ResponseWriter, p *provider, delay time.Dura
 		secs = 1
 	}
 	now := s.deps.Now()
-	if ok, suppressed := s.rejects.allow(p.name, now); ok {
+	s.limited(p, now, func(suppressed int) {
 		s.deps.Audit.Record(event.AuditRecord{
 			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Status: http.StatusTooManyRequests,
 			Reason: "rate limit", Actor: event.ActorGateway, Suppressed: suppressed,
 		})
-	}
+	})
 	w.Header().Set("Retry-After", fmt.Sprint(secs))
 	writeJSON(w, http.StatusTooManyRequests, answer{Error: fmt.Sprintf("rate limit for provider %s exceeded; retry in %ds", p.name, secs)})
 }
@@ -274,10 +292,13 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 	s.metrics.requests.WithLabelValues(p.name, "unavailable", fmt.Sprint(status)).Inc()
 	// Limited like rejections: a store away for minutes under a steady
 	// rate must not flood the log (the metric counts every one).
-	if ok, suppressed := s.unstored.allow(p.name, s.deps.Now()); ok {
+	logLine := func(suppressed int) {
 		s.log.LogAttrs(context.Background(), slog.LevelError, "webhook not stored",
 			slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
 			slog.Int("status", status), slog.String("error", err.Error()), slog.Int("suppressed", suppressed))
+	}
+	if ok, suppressed := s.unstored.allow(p.name, s.deps.Now(), logLine); ok {
+		logLine(suppressed)
 	}
 	msg := "event store unavailable; retry later"
 	retry := "5"

@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,11 @@ type AuditWriter struct {
 	// stopped: Run has returned or is flushing its last records; a record
 	// made now is counted lost, not left in the queue.
 	stopped atomic.Bool
+	// queueing is read-held by Record from its look at stopped until its
+	// record is queued; the stop takes it to set stopped, so no record is
+	// queued after the flush's last look (one could be, neither written
+	// nor counted; review 9).
+	queueing sync.RWMutex
 }
 
 // NewAuditWriter returns a writer with room for buffer pending records.
@@ -67,6 +73,8 @@ const auditStopFlush = 5 * time.Second
 
 // Record queues r. It never blocks.
 func (w *AuditWriter) Record(r event.AuditRecord) {
+	w.queueing.RLock()
+	defer w.queueing.RUnlock()
 	if w.stopped.Load() {
 		w.lost(r, "audit writer stopped")
 		return
@@ -119,7 +127,9 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 			w.write(ctx, batch)
 		case <-ctx.Done():
 			w.stop()
+			w.queueing.Lock()
 			w.stopped.Store(true)
+			w.queueing.Unlock()
 			for {
 				if batch = w.takeQueued(batch[:0]); len(batch) == 0 {
 					return nil
