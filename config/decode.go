@@ -269,7 +269,7 @@ func (d *decoder) pairs(key string, n *yaml.Node, stack []*yaml.Node) []pair {
 					// otherwise be expanded exponentially.
 					d.merged++
 				}
-				for _, p := range d.pairs(key, src, stack) {
+				for _, p := range winners(d.pairs(key, src, stack)) {
 					p.merged = true
 					merged = append(merged, p)
 					if d.merged < math.MaxInt {
@@ -282,6 +282,32 @@ func (d *decoder) pairs(key string, n *yaml.Node, stack []*yaml.Node) []pair {
 		own = append(own, pair{k: k, v: v, in: n})
 	}
 	return append(merged, own...)
+}
+
+// winners is a merged mapping's pairs as the mapping itself reads them:
+// a pair it merged in (from a nested <<) is dropped when one of its own
+// keys, or an earlier merged pair, has that name. Flattened as they were,
+// the nested block's value won over the merged block's own key (review 9).
+// The mapping's own pairs all stay, duplicates too, for entries to report.
+func winners(ps []pair) []pair {
+	own := map[string]bool{}
+	for _, p := range ps {
+		if !p.merged && p.k != nil && p.k.Kind == yaml.ScalarNode {
+			own[p.k.Value] = true
+		}
+	}
+	seen := map[string]bool{}
+	out := make([]pair, 0, len(ps))
+	for _, p := range ps {
+		if p.merged && p.k != nil && p.k.Kind == yaml.ScalarNode {
+			if own[p.k.Value] || seen[p.k.Value] {
+				continue
+			}
+			seen[p.k.Value] = true
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // entries checks a mapping's keys and returns its entries by name in order,

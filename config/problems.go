@@ -117,10 +117,30 @@ next:
 			if i := strings.LastIndexByte(b.Key, '.'); i > 0 && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, b.Key[:i]) {
 				continue next
 			}
+			// ... and the key it was meant to be, when decode could tell
+			// (a misspelt "dedupe:" section left dedup.horizon at its
+			// default, and retention was checked against that; review 9).
+			if meant := meantKey(b); meant != "" && (reads(group(p.Key), group(meant)) || related(p.Key, meant)) {
+				continue next
+			}
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// meantKey is the key an "unknown key; did you mean X?" problem suggests,
+// "" for any other problem.
+func meantKey(b Problem) string {
+	_, s, ok := strings.Cut(b.Msg, "unknown key; did you mean ")
+	if !ok || !strings.HasSuffix(s, "?") {
+		return ""
+	}
+	s = strings.TrimSuffix(s, "?")
+	if i := strings.LastIndexByte(b.Key, '.'); i > 0 {
+		return b.Key[:i] + "." + s
+	}
+	return s
 }
 
 // group is the part of the config a key belongs to: its top-level section

@@ -13,6 +13,7 @@ import (
 // lost (review 9).
 type rejectLimiter struct {
 	perSecond int
+	after     func(time.Duration, func()) *time.Timer // time.AfterFunc
 	mu        sync.Mutex
 	state     map[string]*rejectWindow
 }
@@ -27,8 +28,11 @@ type rejectWindow struct {
 	timer *time.Timer
 }
 
-func newRejectLimiter(perSecond int) *rejectLimiter {
-	return &rejectLimiter{perSecond: perSecond, state: map[string]*rejectWindow{}}
+func newRejectLimiter(perSecond int, after func(time.Duration, func()) *time.Timer) *rejectLimiter {
+	if after == nil {
+		after = time.AfterFunc
+	}
+	return &rejectLimiter{perSecond: perSecond, after: after, state: map[string]*rejectWindow{}}
 }
 
 // allow reports whether a record for provider may be written now, and if
@@ -51,7 +55,7 @@ func (l *rejectLimiter) allow(provider string, now time.Time, late func(suppress
 		if late != nil {
 			w.late = late
 			if w.timer == nil {
-				w.timer = time.AfterFunc(time.Second, func() { l.writeLate(provider) })
+				w.timer = l.after(time.Second, func() { l.writeLate(provider) })
 			}
 		}
 		return false, 0
@@ -76,4 +80,29 @@ func (l *rejectLimiter) writeLate(provider string) {
 	w.suppressed, w.late = 0, nil
 	l.mu.Unlock()
 	late(n - 1)
+}
+
+// flush writes every provider's held-back record now (at a stop, before
+// the AUDIT writer stops: a timer firing after it lost the count).
+func (l *rejectLimiter) flush() {
+	type held struct {
+		late func(int)
+		n    int
+	}
+	var all []held
+	l.mu.Lock()
+	for _, w := range l.state {
+		if w.timer != nil {
+			w.timer.Stop()
+			w.timer = nil
+		}
+		if w.late != nil && w.suppressed > 0 {
+			all = append(all, held{w.late, w.suppressed})
+		}
+		w.suppressed, w.late = 0, nil
+	}
+	l.mu.Unlock()
+	for _, h := range all {
+		h.late(h.n - 1)
+	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 func TestRejectLimiterFoldsFloodIntoSuppressed(t *testing.T) {
-	l := newRejectLimiter(3)
+	l := newRejectLimiter(3, nil)
 	t0 := time.Unix(1000, 0)
 	var allowed int
 	for i := range 10 {

@@ -46,6 +46,10 @@ type Deps struct {
 	Gatherer prometheus.Gatherer
 	// Now is the clock (signature tolerance, Received-At); nil = time.Now.
 	Now func() time.Time
+	// AfterFunc runs the rejection limiter's end-of-second write of a
+	// held-back record; nil = time.AfterFunc. A test with its own Now
+	// sets one too, so that wall time cannot add records.
+	AfterFunc func(d time.Duration, f func()) *time.Timer
 }
 
 // provider is one configured sender, compiled once at start.
@@ -81,12 +85,28 @@ type server struct {
 // NewServer returns the gateway's handler: POST /webhooks/{provider}, and
 // unless adminSeparate, /healthz, /readyz and /metrics. cfg must have
 // passed Validate.
-func NewServer(logger *slog.Logger, cfg *config.Config, deps Deps) (http.Handler, error) {
+func NewServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*Handler, error) {
 	s, err := newServer(logger, cfg, deps)
 	if err != nil {
 		return nil, err
 	}
-	return s.routes(cfg.HTTP.AdminListen == ""), nil
+	return &Handler{Handler: s.routes(cfg.HTTP.AdminListen == ""), s: s}, nil
+}
+
+// Handler is the gateway's HTTP handler (NewServer).
+type Handler struct {
+	http.Handler
+	s *server
+}
+
+// FlushHeld writes now the rejection records (and "not stored" log lines)
+// the per-provider limits hold back for the rest of their second, which
+// carry the count of the others held back. Call it once no request is in
+// flight (after the HTTP server's Shutdown) and before the AUDIT writer
+// stops: a stop lost those counts (review 9). Safe for concurrent use.
+func (h *Handler) FlushHeld() {
+	h.s.rejects.flush()
+	h.s.unstored.flush()
 }
 
 // NewAdminHandler serves /healthz, /readyz and /metrics alone, for
@@ -100,6 +120,9 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if deps.AfterFunc == nil {
+		deps.AfterFunc = time.AfterFunc
+	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}
@@ -108,8 +131,8 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 		providers: map[string]*provider{},
 		deps:      deps,
 		metrics:   newMetrics(deps.Registry),
-		rejects:   newRejectLimiter(5),
-		unstored:  newRejectLimiter(5),
+		rejects:   newRejectLimiter(5, deps.AfterFunc),
+		unstored:  newRejectLimiter(5, deps.AfterFunc),
 		maxBody:   cfg.HTTP.MaxBodyBytes,
 		// Answer before the sender's own timeout; a slow store is a 503
 		// it retries, never a hung request.

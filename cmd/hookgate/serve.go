@@ -125,11 +125,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			_ = l.ln.Close()
 		}
 	}
+	var gw *gateway.Handler
 	if cfg.Roles.Gateway {
 		h, err := gateway.NewServer(logger, cfg, deps)
 		if err != nil {
 			return err
 		}
+		gw = h
 		srv, ln, err := listen(cfg, tlsCfg, cfg.HTTP.Listen, h, logger)
 		if err != nil {
 			return err
@@ -215,6 +217,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			if err := s.Shutdown(sctx); err != nil {
 				logger.Error("http shutdown", slog.String("error", err.Error()))
 			}
+		}
+		if gw != nil {
+			gw.FlushHeld() // before the deferred stop of the AUDIT writer
 		}
 		return nil
 	})
