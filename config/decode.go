@@ -296,14 +296,22 @@ func winners(ps []pair) []pair {
 			own[p.k.Value] = true
 		}
 	}
-	seen := map[string]bool{}
+	first := map[string]pair{} // each name's first merged pair
 	out := make([]pair, 0, len(ps))
 	for _, p := range ps {
 		if p.merged && p.k != nil && p.k.Kind == yaml.ScalarNode {
-			if own[p.k.Value] || seen[p.k.Value] {
+			name := p.k.Value
+			if own[name] {
 				continue
 			}
-			seen[p.k.Value] = true
+			// A later merged pair loses, unless it is written in the same
+			// block as the first (a duplicate entries reports) and is not
+			// that very pair merged twice.
+			if f, ok := first[name]; ok && (f.in != p.in || f.k == p.k) {
+				continue
+			} else if !ok {
+				first[name] = p
+			}
 		}
 		out = append(out, p)
 	}

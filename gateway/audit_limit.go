@@ -16,6 +16,12 @@ type rejectLimiter struct {
 	after     func(time.Duration, func()) *time.Timer // time.AfterFunc
 	mu        sync.Mutex
 	state     map[string]*rejectWindow
+	// flushed: flush ran (a stop); from then on every record is let
+	// through at once, none held behind a timer that would fire after
+	// the AUDIT writer stopped.
+	flushed bool
+	// writing counts late writes under way, which flush waits for.
+	writing sync.WaitGroup
 }
 
 type rejectWindow struct {
@@ -50,7 +56,7 @@ func (l *rejectLimiter) allow(provider string, now time.Time, late func(suppress
 	if now.Sub(w.start) >= time.Second {
 		w.start, w.n = now, 0
 	}
-	if w.n >= l.perSecond {
+	if w.n >= l.perSecond && !l.flushed {
 		w.suppressed++
 		if late != nil {
 			w.late = late
@@ -78,12 +84,17 @@ func (l *rejectLimiter) writeLate(provider string) {
 		return
 	}
 	w.suppressed, w.late = 0, nil
+	l.writing.Add(1)
 	l.mu.Unlock()
+	defer l.writing.Done()
 	late(n - 1)
 }
 
-// flush writes every provider's held-back record now (at a stop, before
-// the AUDIT writer stops: a timer firing after it lost the count).
+// flush writes every provider's held-back record now, waits for a late
+// write a timer began, and lets every later record through at once (at a
+// stop, before the AUDIT writer stops: a timer firing after it lost the
+// count; a request still running past the HTTP shutdown would be held
+// again).
 func (l *rejectLimiter) flush() {
 	type held struct {
 		late func(int)
@@ -91,6 +102,7 @@ func (l *rejectLimiter) flush() {
 	}
 	var all []held
 	l.mu.Lock()
+	l.flushed = true
 	for _, w := range l.state {
 		if w.timer != nil {
 			w.timer.Stop()
@@ -105,4 +117,5 @@ func (l *rejectLimiter) flush() {
 	for _, h := range all {
 		h.late(h.n - 1)
 	}
+	l.writing.Wait() // a timer's late write that took its record first
 }
