@@ -402,11 +402,13 @@ func (d *decoder) decodeStruct(key string, n *yaml.Node, v reflect.Value) {
 			continue // extension key, a place to define anchors (as in Compose files)
 		}
 		if !ok {
-			msg := "unknown key"
+			msg, meant := "unknown key", ""
 			if s := suggest(name, known); s != "" {
 				msg += "; did you mean " + s + "?"
+				meant = joinKey(key, s)
 			}
 			d.errorf(k, p.k, "%s", msg)
+			d.problems[len(d.problems)-1].meant = meant
 			continue
 		}
 		d.lines[k] = p.k.Line

@@ -21,6 +21,9 @@ type Problem struct {
 	// Line is the key's line in the file, 0 when unknown (a defaulted key,
 	// a Config not made by Parse).
 	Line int
+	// meant is, for an unknown key, the known key it was probably meant
+	// to be ("" if none is close).
+	meant string
 }
 
 // String writes the problem as one line: "key: message", with "warning: "
@@ -122,27 +125,13 @@ next:
 			// default, and retention was checked against that; review 9).
 			// (Its group's checks only: "provider:" meant "providers", and
 			// every provider is inside that key, but none reads it.)
-			if meant := meantKey(b); meant != "" && reads(group(p.Key), group(meant)) {
+			if b.meant != "" && reads(group(p.Key), group(b.meant)) {
 				continue next
 			}
 		}
 		out = append(out, p)
 	}
 	return out
-}
-
-// meantKey is the key an "unknown key; did you mean X?" problem suggests,
-// "" for any other problem.
-func meantKey(b Problem) string {
-	_, s, ok := strings.Cut(b.Msg, "unknown key; did you mean ")
-	if !ok || !strings.HasSuffix(s, "?") {
-		return ""
-	}
-	s = strings.TrimSuffix(s, "?")
-	if i := strings.LastIndexByte(b.Key, '.'); i > 0 {
-		return b.Key[:i] + "." + s
-	}
-	return s
 }
 
 // group is the part of the config a key belongs to: its top-level section

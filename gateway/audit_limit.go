@@ -72,6 +72,17 @@ func (l *rejectLimiter) allow(provider string, now time.Time, late func(suppress
 	return true, s
 }
 
+// do runs write now, with how many held-back records it stands for, when
+// provider's limit lets it, and reports true; else write is held back
+// (see allow) and do reports false.
+func (l *rejectLimiter) do(provider string, now time.Time, write func(suppressed int)) bool {
+	ok, suppressed := l.allow(provider, now, write)
+	if ok {
+		write(suppressed)
+	}
+	return ok
+}
+
 // writeLate writes provider's last held-back record if no record let
 // through took the count since.
 func (l *rejectLimiter) writeLate(provider string) {

@@ -259,11 +259,9 @@ func (s *server) rejectAs(w http.ResponseWriter, p *provider, account, key strin
 // for; else counts it held back (metric) and keeps write for the end of
 // the second, should no record come to carry the count (rejectLimiter).
 func (s *server) limited(p *provider, now time.Time, write func(suppressed int)) {
-	if ok, suppressed := s.rejects.allow(p.name, now, write); ok {
-		write(suppressed)
-		return
+	if !s.rejects.do(p.name, now, write) {
+		s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
 	}
-	s.metrics.auditSuppressed.WithLabelValues(p.name).Inc()
 }
 
 // rateLimited answers 429 with Retry-After (whole seconds, at least 1):
@@ -297,9 +295,7 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 			slog.String("provider", p.name), slog.String("account", account), slog.String("key", key),
 			slog.Int("status", status), slog.String("error", err.Error()), slog.Int("suppressed", suppressed))
 	}
-	if ok, suppressed := s.unstored.allow(p.name, s.deps.Now(), logLine); ok {
-		logLine(suppressed)
-	}
+	s.unstored.do(p.name, s.deps.Now(), logLine)
 	msg := "event store unavailable; retry later"
 	retry := "5"
 	switch {

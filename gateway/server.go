@@ -120,9 +120,6 @@ func newServer(logger *slog.Logger, cfg *config.Config, deps Deps) (*server, err
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	if deps.AfterFunc == nil {
-		deps.AfterFunc = time.AfterFunc
-	}
 	if deps.Registry == nil {
 		deps.Registry = prometheus.NewRegistry()
 	}

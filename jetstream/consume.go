@@ -80,7 +80,7 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	h.Set(event.HeaderDlqReason, oneLine(reason))
 	h.Set(event.HeaderDlqDeliveries, strconv.Itoa(deliveries))
 	h.Set(event.HeaderStoredSeq, strconv.FormatUint(ev.Seq, 10))
-	subj := "dlq." + ev.Provider + "." + event.Token(ev.Account)
+	subj := LetterSubject(ev.Provider, ev.Account)
 	// One letter per stored event: a redelivery after a lost ack is a
 	// duplicate here.
 	id := fmt.Sprintf("%s|%d", ev.Key, ev.Seq)
@@ -92,6 +92,12 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 		return 0, classify("dead-letter "+subj, err)
 	}
 	return ack.Sequence, nil
+}
+
+// LetterSubject is the DLQ subject of a provider and raw account's
+// letters.
+func LetterSubject(provider, account string) string {
+	return "dlq." + provider + "." + event.Token(account)
 }
 
 func oneLine(s string) string {

@@ -162,7 +162,7 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	}
 	// The DLQ subject holds the raw account; a hashed one is unknown
 	// here, so all the provider's letters are read.
-	dlqFilter := "dlq." + provider + "." + event.Token(account)
+	dlqFilter := LetterSubject(provider, account)
 	if strings.HasPrefix(account, "acct#") {
 		dlqFilter = "dlq." + provider + ".>"
 	}

@@ -31,32 +31,9 @@ type KVConfig struct {
 
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
-	var applied js.KeyValue
-	for _, cfg := range kvConfigs(c) {
-		kv, err := provisionBucket(ctx, j, c.Replicas, cfg)
-		if err != nil {
-			return nil, nil, err
-		}
-		applied = kv
-	}
-	nc := j.Conn()
-	return newWatermarks(nc, BucketMarks),
-		&AppliedKeys{kv: applied, nc: nc, pre: kvSubjectPrefix(BucketApplied), timeout: storeTimeout}, nil
-}
-
-// kvConfigs are the consumer's buckets as c sets them up, APPLIED last.
-func kvConfigs(c KVConfig) []js.KeyValueConfig {
-	return []js.KeyValueConfig{
-		bucketConfig(c.Replicas, js.KeyValueConfig{
-			Bucket:      BucketMarks,
-			Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
-		}),
-		bucketConfig(c.Replicas, js.KeyValueConfig{
-			Bucket:      BucketApplied,
-			Description: "hookgate: keys applied within the dedup horizon",
-			TTL:         c.Horizon,
-		}),
-	}
+	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (js.KeyValue, error) {
+		return provisionBucket(ctx, j, c.Replicas, cfg)
+	})
 }
 
 // OpenKV returns the WATERMARKS and APPLIED buckets for an operator
@@ -65,19 +42,34 @@ func kvConfigs(c KVConfig) []js.KeyValueConfig {
 // edited for the next rollout); a missing one is created from c (a
 // gateway-only serve creates none), which discards nothing.
 func OpenKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
-	var applied js.KeyValue
-	for _, cfg := range kvConfigs(c) {
+	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (js.KeyValue, error) {
 		kv, err := j.KeyValue(ctx, cfg.Bucket)
 		if errors.Is(err, js.ErrBucketNotFound) {
-			kv, err = j.CreateKeyValue(ctx, cfg)
+			kv, err = j.CreateKeyValue(ctx, bucketConfig(c.Replicas, cfg))
 			if errors.Is(err, js.ErrBucketExists) { // created meanwhile
 				kv, err = j.KeyValue(ctx, cfg.Bucket)
 			}
 		}
-		if err != nil {
-			return nil, nil, classify("open KV "+cfg.Bucket, err)
-		}
-		applied = kv
+		return kv, classify("open KV "+cfg.Bucket, err)
+	})
+}
+
+// consumerBuckets gets WATERMARKS and APPLIED, as c sets them up, with
+// open.
+func consumerBuckets(ctx context.Context, j js.JetStream, c KVConfig, open func(context.Context, js.KeyValueConfig) (js.KeyValue, error)) (*Watermarks, *AppliedKeys, error) {
+	if _, err := open(ctx, js.KeyValueConfig{
+		Bucket:      BucketMarks,
+		Description: "hookgate: newest applied occurred_at per subject, changed only by compare-and-set",
+	}); err != nil {
+		return nil, nil, err
+	}
+	applied, err := open(ctx, js.KeyValueConfig{
+		Bucket:      BucketApplied,
+		Description: "hookgate: keys applied within the dedup horizon",
+		TTL:         c.Horizon,
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	nc := j.Conn()
 	return newWatermarks(nc, BucketMarks),

@@ -99,17 +99,11 @@ func processorOptions(cfg *config.Config) consumer.Options {
 // (jetstream.OpenKV).
 // dlq may wrap the DLQ writer (dlq replay records the new letters).
 func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Conn, acc access, logger *slog.Logger, metrics *consumer.Metrics, fm *consumer.ForwardMetrics, audit consumer.Auditor, o consumer.Options, dlq func(consumer.DeadLetters) consumer.DeadLetters) (*consumer.Processor, error) {
-	var (
-		marks   *jetstream.Watermarks
-		applied *jetstream.AppliedKeys
-		err     error
-	)
-	kc := jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon}
+	open := jetstream.OpenKV
 	if acc == readWrite {
-		marks, applied, err = jetstream.ProvisionKV(ctx, conn.JS, kc)
-	} else {
-		marks, applied, err = jetstream.OpenKV(ctx, conn.JS, kc)
+		open = jetstream.ProvisionKV
 	}
+	marks, applied, err := open(ctx, conn.JS, jetstream.KVConfig{Replicas: cfg.NATS.Replicas, Horizon: cfg.Dedup.Horizon})
 	if err != nil {
 		return nil, err
 	}

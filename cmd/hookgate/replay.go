@@ -310,7 +310,7 @@ type storedLetters struct {
 
 // of returns the sequence in DLQ of ev's newest letter, 0 if none.
 func (l *storedLetters) of(ctx context.Context, ev consumer.Event) (uint64, error) {
-	subj := "dlq." + ev.Provider + "." + event.Token(ev.Account)
+	subj := jetstream.LetterSubject(ev.Provider, ev.Account)
 	if l.read == nil {
 		l.read = map[string]map[uint64]uint64{}
 	}
