@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -45,6 +47,39 @@ func (s *server) addAdmin(r *mux.Router) {
 	}
 	r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{})).Methods(http.MethodGet, http.MethodHead)
 }
+
+// NewStartingHandler answers on a listener while serve opens the event
+// store: the embedded server's recovery after a kill -9 (about a second
+// per GB stored), an external cluster's connect retries, the streams'
+// provisioning. /healthz answers 200, so a liveness probe does not kill a
+// process that is recovering (and make it start over); /readyz, /metrics
+// and webhooks answer 503 with Retry-After, and nothing is stored, so
+// senders retry. webhooks and admin say which routes the listener
+// serves: NewServer's webhooks (admin too when http.admin_listen is
+// empty), or NewAdminHandler's admin routes. Safe for concurrent use.
+func NewStartingHandler(webhooks, admin bool) http.Handler {
+	s := &server{deps: Deps{Ready: func(context.Context) error { return errStarting }}}
+	unavailable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, answer{Error: errStarting.Error() + "; retry later"})
+	})
+	r := mux.NewRouter()
+	r.SkipClean(true)
+	if webhooks {
+		r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(unavailable)
+	}
+	if admin {
+		r.Handle("/healthz", s.handleHealthz()).Methods(http.MethodGet, http.MethodHead)
+		r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
+		r.Handle("/metrics", unavailable).Methods(http.MethodGet, http.MethodHead)
+	}
+	r.NotFoundHandler = s.handleNotFound()
+	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
+	return r
+}
+
+// errStarting is what NewStartingHandler's 503s say.
+var errStarting = errors.New("starting: the event store is being opened")
 
 const webhookPrefix = "/webhooks/"
 

@@ -1,10 +1,14 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/hookgate/hookgate/gateway"
 )
 
 // The webhook route is /webhooks/{provider}: one non-empty segment, POST
@@ -56,6 +60,49 @@ func TestWebhookRoute(t *testing.T) {
 		wantAllow := map[bool]string{true: "POST", false: "GET, HEAD"}[strings.HasPrefix(tc.path, "/webhooks")]
 		if allow := resp.Header.Get("Allow"); tc.want == http.StatusMethodNotAllowed && allow != wantAllow {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, allow, wantAllow)
+		}
+	}
+}
+
+// While serve opens the event store its listeners answer: /healthz 200
+// (a liveness probe must not kill a recovering process), /readyz, /metrics
+// and webhooks 503 with Retry-After, every other route as NewServer's do.
+// A webhook listener with http.admin_listen set has no admin routes, the
+// admin listener no webhooks.
+func TestStartingHandler(t *testing.T) {
+	for _, tc := range []struct {
+		webhooks, admin bool
+		method, path    string
+		want            int
+		answer          string
+	}{
+		{true, true, http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
+		{true, true, http.MethodHead, "/healthz", http.StatusOK, ""},
+		{true, true, http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
+		{true, true, http.MethodGet, "/metrics", http.StatusServiceUnavailable, "starting"},
+		{true, true, http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "starting: the event store is being opened; retry later"},
+		{true, true, http.MethodPost, "/webhooks/any-name", http.StatusServiceUnavailable, "retry later"},
+		{true, true, http.MethodGet, "/webhooks/p", http.StatusMethodNotAllowed, "POST"},
+		{true, true, http.MethodPost, "/webhooks//p", http.StatusNotFound, "no such endpoint"},
+		{true, true, http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "use GET or HEAD"},
+		{true, false, http.MethodGet, "/healthz", http.StatusNotFound, "no such endpoint"},
+		{true, false, http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "retry later"},
+		{false, true, http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
+		{false, true, http.MethodPost, "/webhooks/p", http.StatusNotFound, "no such endpoint"},
+	} {
+		h := gateway.NewStartingHandler(tc.webhooks, tc.admin)
+		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(`{"id":"x"}`))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		name := fmt.Sprintf("webhooks=%v admin=%v %s %s", tc.webhooks, tc.admin, tc.method, tc.path)
+		if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.answer) {
+			t.Errorf("%s = %d %s; want %d with %q", name, w.Code, w.Body, tc.want, tc.answer)
+		}
+		if ra := w.Header().Get("Retry-After"); (w.Code == http.StatusServiceUnavailable) != (ra != "") {
+			t.Errorf("%s: status %d with Retry-After %q", name, w.Code, ra)
+		}
+		if ct := w.Header().Get("Content-Type"); tc.method != http.MethodHead && ct != "application/json" {
+			t.Errorf("%s: Content-Type %q", name, ct)
 		}
 	}
 }

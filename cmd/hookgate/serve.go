@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -47,7 +49,40 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	sys, err := openSystem(ctx, cfg, logger, "hookgate-serve", readWrite)
+	// Listen before the event store opens, with handlers that answer
+	// /healthz and 503 the rest: the embedded server's recovery after a
+	// kill -9 takes about a second per GB, and a liveness probe refused
+	// meanwhile killed the process, which then started its recovery over.
+	// data_dir's lock comes first, so a second serve on it still names
+	// the holder instead of a busy port.
+	var lock *os.File
+	if cfg.NATS.URL == "" {
+		if lock, err = jetstream.LockDataDir(cfg.NATS.Embedded.DataDir); err != nil {
+			return err
+		}
+	}
+	listeners, err := openListeners(cfg, tlsCfg, logger)
+	if err != nil {
+		if lock != nil {
+			_ = lock.Close()
+		}
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, l := range listeners {
+		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
+	}
+	handedOver := false // the stop below shuts the servers down from then on
+	defer func() {
+		if !handedOver {
+			for _, l := range listeners {
+				_ = l.srv.Close()
+			}
+			_ = g.Wait()
+		}
+	}()
+
+	sys, err := openSystemLocked(gctx, cfg, logger, "hookgate-serve", readWrite, lock)
 	if err != nil {
 		return err
 	}
@@ -105,57 +140,30 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 
 	// Everything else that can fail or take time is set up before the
-	// listeners open; the key index opens while they listen (webhooks get
-	// 503 until then), and the "listening" lines are printed once
-	// webhooks are taken, so they mean ready.
+	// listeners take webhooks; the key index opens while they do (503
+	// until then), and the "listening" lines are printed once webhooks
+	// are taken, so they mean ready.
 	var runConsumer func(context.Context) error
 	if cfg.Roles.Consumer {
 		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit); err != nil {
 			return err
 		}
 	}
-	type listener struct {
-		srv  *http.Server
-		ln   net.Listener
-		line string
-	}
-	var listeners []listener
-	closeAll := func() {
-		for _, l := range listeners {
-			_ = l.ln.Close()
-		}
-	}
 	var gw *gateway.Handler
-	if cfg.Roles.Gateway {
-		h, err := gateway.NewServer(logger, cfg, deps)
-		if err != nil {
+	for _, l := range listeners {
+		if !l.webhooks {
+			l.h.set(gateway.NewAdminHandler(logger, deps))
+			continue
+		}
+		if gw, err = gateway.NewServer(logger, cfg, deps); err != nil {
 			return err
 		}
-		gw = h
-		srv, ln, err := listen(cfg, tlsCfg, cfg.HTTP.Listen, h, logger)
-		if err != nil {
-			return err
-		}
-		listeners = append(listeners, listener{srv, ln, fmt.Sprintf("hookgate: listening on %s://%s", scheme(cfg), ln.Addr())})
+		l.h.set(gw)
 	}
-	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
-		addr := cfg.HTTP.AdminListen
-		if addr == "" {
-			addr = cfg.HTTP.Listen
-		}
-		srv, ln, err := listen(cfg, tlsCfg, addr, gateway.NewAdminHandler(logger, deps), logger)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		listeners = append(listeners, listener{srv, ln, fmt.Sprintf("hookgate: admin on %s://%s", scheme(cfg), ln.Addr())})
-	}
-
-	g, gctx := errgroup.WithContext(ctx)
+	handedOver = true
 	var servers []*http.Server
 	for _, l := range listeners {
 		servers = append(servers, l.srv)
-		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
 	}
 	if runConsumer != nil {
 		// The consumer stops with ctx and finishes its current events
@@ -252,6 +260,62 @@ func loadTLS(cfg *config.Config) (*tls.Config, error) {
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
 }
+
+// listener is one of serve's HTTP listeners: webhooks (and the admin
+// routes too when http.admin_listen is empty) on http.listen, or the admin
+// routes alone.
+type listener struct {
+	srv      *http.Server
+	ln       net.Listener
+	h        *handoff
+	webhooks bool
+	line     string // printed once webhooks are taken
+}
+
+// openListeners listens on http.listen and http.admin_listen as the
+// roles need, each serving gateway.NewStartingHandler until handed the
+// real handler.
+func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger) ([]listener, error) {
+	var out []listener
+	add := func(addr string, webhooks bool, format string) error {
+		h := &handoff{}
+		h.set(gateway.NewStartingHandler(webhooks, !webhooks || cfg.HTTP.AdminListen == ""))
+		srv, ln, err := listen(cfg, tlsCfg, addr, h, logger)
+		if err != nil {
+			for _, l := range out {
+				_ = l.ln.Close()
+			}
+			return err
+		}
+		out = append(out, listener{srv: srv, ln: ln, h: h, webhooks: webhooks, line: fmt.Sprintf(format, scheme(cfg), ln.Addr())})
+		logger.Info("http listening while starting: /healthz answers, webhooks and /readyz 503 until the event store is open",
+			slog.String("addr", ln.Addr().String()))
+		return nil
+	}
+	if cfg.Roles.Gateway {
+		if err := add(cfg.HTTP.Listen, true, "hookgate: listening on %s://%s"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
+		addr := cfg.HTTP.AdminListen
+		if addr == "" {
+			addr = cfg.HTTP.Listen
+		}
+		if err := add(addr, false, "hookgate: admin on %s://%s"); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// handoff serves a listener's starting handler until set gives it the
+// real one; requests in flight finish on the handler they began on.
+type handoff struct{ h atomic.Pointer[http.Handler] }
+
+func (o *handoff) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*o.h.Load()).ServeHTTP(w, r) }
+
+func (o *handoff) set(h http.Handler) { o.h.Store(&h) }
 
 func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -58,6 +59,13 @@ const (
 )
 
 func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access) (*system, error) {
+	return openSystemLocked(ctx, cfg, logger, name, acc, nil)
+}
+
+// openSystemLocked is openSystem with data_dir's lock already taken (serve,
+// which takes it before it listens); it owns lock from then on, also when
+// it fails. lock is nil with nats.url set.
+func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access, lock *os.File) (*system, error) {
 	s := &system{cfg: cfg}
 	need := cfg.HTTP.MaxBodyBytes + headerRoom
 	opts := jetstream.ConnectOptions{Name: name}
@@ -72,6 +80,7 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 			Token:      cfg.NATS.Embedded.Token.Reveal(),
 			SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
 			MaxPayload: payload,
+			Lock:       lock,
 		})
 		if err != nil {
 			return nil, err
