@@ -69,6 +69,7 @@ func (s *server) handleWebhook() http.Handler {
 		}
 		withHost(r)
 		pl := NewPayload(r.Header, body, r.Header.Get("Content-Type"))
+		pl.skimFor(p.skim)
 		k, err := DeriveKey(p.rule, pl)
 		if err != nil {
 			s.reject(w, p, "", err)

@@ -123,7 +123,7 @@ type DerivedKey struct {
 // I/O; it parses the body at most once (through p).
 func DeriveKey(rule KeyRule, p *Payload) (DerivedKey, error) {
 	if rule.needsJSON() {
-		if _, err := p.JSON(); err != nil {
+		if err := p.validJSON(); err != nil {
 			return DerivedKey{}, err
 		}
 	}

@@ -275,6 +275,27 @@ func FuzzDeriveKey(f *testing.F) {
 		if got != again || fmt.Sprint(err) != fmt.Sprint(err2) {
 			t.Fatalf("not deterministic: %+v %v, then %+v %v", got, err, again, err2)
 		}
+		// The handler skims the body for the rule's pointers (and one it
+		// reads afterwards) instead of parsing the tree: same key, same
+		// error, same value read.
+		ptrs := []Pointer{{raw: "/id", tokens: []string{"id"}}, {raw: "/grant_id", tokens: []string{"grant_id"}}}
+		if rule.AccountJSON != nil {
+			ptrs = append(ptrs, *rule.AccountJSON)
+		}
+		sp := NewPayload(h, body, ct)
+		sp.skimFor(ptrs)
+		skimmedKey, err3 := DeriveKey(rule, sp)
+		if skimmedKey != got || fmt.Sprint(err3) != fmt.Sprint(err) {
+			t.Fatalf("skimmed: %+v %v, parsed: %+v %v", skimmedKey, err3, got, err)
+		}
+		if err == nil {
+			src := Source{raw: "json:/grant_id", isJSON: true, ptr: ptrs[1]}
+			v1, ok1, e1 := sp.Lookup(src)
+			v2, ok2, e2 := NewPayload(h, body, ct).Lookup(src)
+			if v1 != v2 || ok1 != ok2 || fmt.Sprint(e1) != fmt.Sprint(e2) {
+				t.Fatalf("grant_id skimmed %q %v %v, parsed %q %v %v", v1, ok1, e1, v2, ok2, e2)
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadJSON) && !errors.Is(err, ErrNoEventID) {
 				t.Fatalf("unexpected error kind: %v", err)
@@ -307,7 +328,15 @@ func BenchmarkDeriveKey(b *testing.B) {
 		"fields": {Provider: "grantsgov", AccountValue: "default", Fallback: FallbackFields, NeedsJSON: true,
 			KeyFields: []Pointer{*mustPointer(b, "/grant_id"), *mustPointer(b, "/type")}},
 	}
-	for _, name := range []string{"evt-header", "evt-json", "digest", "fields"} {
+	// evt-json-skim is evt-json as the handler runs it: the body skimmed
+	// for the provider's pointers (account, id, and subject, occurred_at
+	// and type, read afterwards) instead of parsed into a tree.
+	rules["evt-json-skim"] = rules["evt-json"]
+	var ptrs []Pointer
+	for _, raw := range []string{"/account", "/id", "/grant_id", "/occurred_at", "/type"} {
+		ptrs = append(ptrs, *mustPointer(b, raw))
+	}
+	for _, name := range []string{"evt-header", "evt-json", "evt-json-skim", "digest", "fields"} {
 		rule := rules[name]
 		h := http.Header{"Webhook-Id": {"msg_2KWPBgLlAfxdpx2AI54pPJ85f1W"}}
 		if name != "evt-header" {
@@ -317,8 +346,17 @@ func BenchmarkDeriveKey(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				if _, err := DeriveKey(rule, NewPayload(h, body, "application/json")); err != nil {
+				p := NewPayload(h, body, "application/json")
+				if name == "evt-json-skim" {
+					p.skimFor(ptrs)
+				}
+				if _, err := DeriveKey(rule, p); err != nil {
 					b.Fatal(err)
+				}
+				if name == "evt-json-skim" {
+					if _, ok, err := p.Lookup(Source{isJSON: true, ptr: ptrs[2]}); !ok || err != nil {
+						b.Fatalf("grant_id: %v %v", ok, err)
+					}
 				}
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -61,6 +62,10 @@ type provider struct {
 	subject    *Source
 	occurredAt *Source
 	typ        *Source
+	// skim is every JSON pointer the handler reads (account, event ids,
+	// subject, occurred_at, type): skimmed without ParseJSON's tree while
+	// an event id is configured (Payload.skimFor).
+	skim []Pointer
 	// limiter caps authenticated requests; nil when rate_limit is off.
 	limiter *rate.Limiter
 	metrics providerMetrics
@@ -223,5 +228,27 @@ func compileProvider(name string, pc config.Provider) (*provider, error) {
 		}
 	}
 	p.rule = rule
+	if len(rule.EventID) > 0 {
+		// Without an event id every key is a digest of the tree: skimming
+		// first would only add to it.
+		if rule.AccountJSON != nil {
+			p.skim = append(p.skim, *rule.AccountJSON)
+		}
+		for _, src := range append(slices.Clip(rule.EventID), derefSources(p.subject, p.occurredAt, p.typ)...) {
+			if src.IsJSON() {
+				p.skim = append(p.skim, src.ptr)
+			}
+		}
+	}
 	return p, nil
+}
+
+func derefSources(srcs ...*Source) []Source {
+	var out []Source
+	for _, s := range srcs {
+		if s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out
 }

@@ -164,6 +164,50 @@ type Payload struct {
 	parsed bool
 	root   Value
 	err    error
+
+	// want are the pointers skimFor named; once skim passed (skimOK),
+	// Lookup answers them from skimmed without the tree.
+	want     []Pointer
+	skimDone bool
+	skimOK   bool
+	skimmed  []skimmed
+	skimBuf  [8]skimmed
+}
+
+// skimFor names the pointers the request's sources read, so that
+// validJSON can skim the body for them instead of building the tree.
+func (p *Payload) skimFor(ptrs []Pointer) { p.want = ptrs }
+
+// validJSON returns ParseJSON's error for the body, or nil: from skim
+// when it can tell (skimFor), else from the tree.
+func (p *Payload) validJSON() error {
+	if !p.parsed && !p.skimDone && len(p.want) > 0 {
+		p.skimDone = true
+		out := p.skimBuf[:0]
+		if len(p.want) > len(p.skimBuf) {
+			out = make([]skimmed, 0, len(p.want))
+		}
+		out = out[:len(p.want)]
+		if skim(p.body, p.want, out) {
+			p.skimOK, p.skimmed = true, out
+			return nil
+		}
+	}
+	_, err := p.JSON()
+	return err
+}
+
+// skimLookup answers ptr from skim's pass, if it covered it.
+func (p *Payload) skimLookup(ptr Pointer) (value string, ok, covered bool) {
+	if !p.skimOK {
+		return "", false, false
+	}
+	for i, w := range p.want {
+		if w.raw == ptr.raw {
+			return p.skimmed[i].text, p.skimmed[i].found && p.skimmed[i].text != "", true
+		}
+	}
+	return "", false, false
 }
 
 // NewPayload returns a view of a request. It keeps h and body (not copies);
@@ -221,6 +265,9 @@ func (p *Payload) Lookup(src Source) (value string, ok bool, err error) {
 			return "", false, nil
 		}
 		return firstHeader(p.header, src.header)
+	}
+	if v, ok, covered := p.skimLookup(src.ptr); covered {
+		return v, ok, nil
 	}
 	root, err := p.JSON()
 	if err != nil {
