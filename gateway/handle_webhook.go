@@ -427,10 +427,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b = []byte(`{"error":"internal error"}`)
 		status = http.StatusInternalServerError
 	}
-	w.Header().Set("Content-Type", "application/json")
+	setJSONContentType(w.Header())
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// setJSONContentType sets Content-Type to application/json without
+// allocating its value: every answer pays for it.
+func setJSONContentType(h http.Header) {
+	// A fresh slice literal of constant strings is still an allocation
+	// per call; this one is shared, and full (len == cap), so an Add
+	// elsewhere copies it rather than write into it.
+	h["Content-Type"] = jsonContentType[:1:1]
+}
+
+var jsonContentType = []string{"application/json"}
 
 // writeOK writes a 200 answer as writeJSON(answer{Status, Key}) would,
 // without reflection: every stored or duplicate request pays for it. Keys
@@ -453,7 +464,7 @@ func writeOK(w http.ResponseWriter, status, key string) {
 	b = append(b, `","key":"`...)
 	b = append(b, key...)
 	b = append(b, "\"}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	setJSONContentType(w.Header())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 }

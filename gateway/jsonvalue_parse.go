@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxJSONDepth is the deepest nesting of arrays and objects ParseJSON
@@ -349,7 +351,7 @@ func (p *parser) str() (string, error) {
 	// while none is a quote, a backslash or a control character (a 1 KB
 	// string field took a microsecond a byte at a time); the loop below
 	// finds which one.
-	for i+8 <= len(p.src) && plainWord(p.src[i:i+8]) {
+	for i+8 <= len(p.src) && plainWord(loadWord(p.src, i)) {
 		i += 8
 	}
 	for i < len(p.src) {
@@ -434,19 +436,23 @@ func (p *parser) str() (string, error) {
 	return "", p.truncated("unterminated string")
 }
 
-// plainWord reports whether none of the 8 bytes of s is '"', '\\' or
+// plainWord reports whether none of the 8 bytes of w is '"', '\\' or
 // below 0x20 (bit tricks from "Bit Twiddling Hacks": a byte below n, a zero
 // byte; both exact as to whether any byte matches).
-func plainWord(s string) bool {
+func plainWord(w uint64) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	w := uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 	below := (w - 0x20*ones) &^ w
 	q := w ^ '"'*ones
 	quote := (q - ones) &^ q
 	b := w ^ '\\'*ones
 	backslash := (b - ones) &^ b
 	return (below|quote|backslash)&highs == 0
+}
+
+// loadWord reads s[i:i+8] as one little-endian word, without copying;
+// the caller checked i+8 <= len(s).
+func loadWord(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
 // hex4 decodes the 4 hex digits of the \u escape at p.src[i].

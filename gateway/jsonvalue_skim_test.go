@@ -128,7 +128,7 @@ func TestPlainWord(t *testing.T) {
 						want = false
 					}
 				}
-				if got := plainWord(string(w)); got != want {
+				if got := plainWord(loadWord(string(w), 0)); got != want {
 					t.Fatalf("plainWord(%q) = %v, want %v", w, got, want)
 				}
 			}
