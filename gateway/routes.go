@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gorilla/mux"
+	"github.com/hookgate/hookgate/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -63,11 +65,12 @@ func (s *server) addAdmin(r *mux.Router) {
 // per GB stored), an external cluster's connect retries, the streams'
 // provisioning. /healthz answers 200, so a liveness probe does not kill a
 // process that is recovering (and make it start over); /readyz, /metrics
-// and webhooks answer 503 with Retry-After, and nothing is stored, so
-// senders retry. webhooks and admin say which routes the listener
-// serves: NewServer's webhooks (admin too when http.admin_listen is
-// empty), or NewAdminHandler's admin routes. Safe for concurrent use.
-func NewStartingHandler(webhooks, admin bool) http.Handler {
+// and webhooks to a configured provider answer 503 with Retry-After, and
+// nothing is stored, so senders retry; an unknown provider is 404 as
+// ever. webhooks says which routes the listener serves: NewServer's
+// (webhooks, and the admin routes when http.admin_listen is empty), or
+// else NewAdminHandler's. Safe for concurrent use.
+func NewStartingHandler(cfg *config.Config, webhooks bool) http.Handler {
 	s := &server{deps: Deps{Ready: func(context.Context) error { return errStarting }}}
 	unavailable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
@@ -76,9 +79,15 @@ func NewStartingHandler(webhooks, admin bool) http.Handler {
 	r := mux.NewRouter()
 	r.SkipClean(true)
 	if webhooks {
-		r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(unavailable)
+		r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if name := providerName(req); !hasProvider(cfg, name) {
+				writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
+				return
+			}
+			unavailable.ServeHTTP(w, req)
+		})
 	}
-	if admin {
+	if !webhooks || cfg.HTTP.AdminListen == "" {
 		r.Handle("/healthz", s.handleHealthz()).Methods(http.MethodGet, http.MethodHead)
 		r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
 		r.Handle("/metrics", unavailable).Methods(http.MethodGet, http.MethodHead)
@@ -102,3 +111,8 @@ func isWebhookPath(r *http.Request, _ *mux.RouteMatch) bool {
 
 // providerName is the {provider} segment of a path isWebhookPath matched.
 func providerName(r *http.Request) string { return strings.TrimPrefix(r.URL.Path, webhookPrefix) }
+
+func hasProvider(cfg *config.Config, name string) bool {
+	_, ok := cfg.Providers[name]
+	return ok
+}

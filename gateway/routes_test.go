@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 )
 
@@ -66,35 +67,50 @@ func TestWebhookRoute(t *testing.T) {
 
 // While serve opens the event store its listeners answer: /healthz 200
 // (a liveness probe must not kill a recovering process), /readyz, /metrics
-// and webhooks 503 with Retry-After, every other route as NewServer's do.
-// A webhook listener with http.admin_listen set has no admin routes, the
+// and webhooks to a configured provider 503 with Retry-After, an unknown
+// provider 404 (review 10), every other route as NewServer's do. A
+// webhook listener with http.admin_listen set has no admin routes, the
 // admin listener no webhooks.
 func TestStartingHandler(t *testing.T) {
+	cfg := func(adminListen string) *config.Config {
+		c, err := config.Parse([]byte(`
+http: { admin_listen: "`+adminListen+`" }
+providers:
+  p:
+    signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["s3cret-s3cret-s3cret"] }
+`), t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	for _, tc := range []struct {
-		webhooks, admin bool
-		method, path    string
-		want            int
-		answer          string
+		webhooks     bool
+		adminListen  string
+		method, path string
+		want         int
+		answer       string
 	}{
-		{true, true, http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
-		{true, true, http.MethodHead, "/healthz", http.StatusOK, ""},
-		{true, true, http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
-		{true, true, http.MethodGet, "/metrics", http.StatusServiceUnavailable, "starting"},
-		{true, true, http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "starting: the event store is being opened; retry later"},
-		{true, true, http.MethodPost, "/webhooks/any-name", http.StatusServiceUnavailable, "retry later"},
-		{true, true, http.MethodGet, "/webhooks/p", http.StatusMethodNotAllowed, "POST"},
-		{true, true, http.MethodPost, "/webhooks//p", http.StatusNotFound, "no such endpoint"},
-		{true, true, http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "use GET or HEAD"},
-		{true, false, http.MethodGet, "/healthz", http.StatusNotFound, "no such endpoint"},
-		{true, false, http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "retry later"},
-		{false, true, http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
-		{false, true, http.MethodPost, "/webhooks/p", http.StatusNotFound, "no such endpoint"},
+		{true, "", http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
+		{true, "", http.MethodHead, "/healthz", http.StatusOK, ""},
+		{true, "", http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
+		{true, "", http.MethodGet, "/metrics", http.StatusServiceUnavailable, "starting"},
+		{true, "", http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "starting: the event store is being opened; retry later"},
+		{true, "", http.MethodPost, "/webhooks/any-name", http.StatusNotFound, `unknown provider \"any-name\"`},
+		{true, "", http.MethodGet, "/webhooks/p", http.StatusMethodNotAllowed, "POST"},
+		{true, "", http.MethodPost, "/webhooks//p", http.StatusNotFound, "no such endpoint"},
+		{true, "", http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "use GET or HEAD"},
+		{true, "127.0.0.1:0", http.MethodGet, "/healthz", http.StatusNotFound, "no such endpoint"},
+		{true, "127.0.0.1:0", http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "retry later"},
+		{false, "127.0.0.1:0", http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
+		{false, "127.0.0.1:0", http.MethodPost, "/webhooks/p", http.StatusNotFound, "no such endpoint"},
+		{false, "", http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
 	} {
-		h := gateway.NewStartingHandler(tc.webhooks, tc.admin)
+		h := gateway.NewStartingHandler(cfg(tc.adminListen), tc.webhooks)
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(`{"id":"x"}`))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
-		name := fmt.Sprintf("webhooks=%v admin=%v %s %s", tc.webhooks, tc.admin, tc.method, tc.path)
+		name := fmt.Sprintf("webhooks=%v admin_listen=%q %s %s", tc.webhooks, tc.adminListen, tc.method, tc.path)
 		if w.Code != tc.want || !strings.Contains(w.Body.String(), tc.answer) {
 			t.Errorf("%s = %d %s; want %d with %q", name, w.Code, w.Body, tc.want, tc.answer)
 		}

@@ -225,8 +225,8 @@ func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
 // (by another hookgate starting at the same moment) is still in flight gets
 // no reply, and neither does that create (nats-server 2.15.2). An update
 // refused that way is retried too (Provision reports it as a conflict).
-func retryProvision(ctx context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+func retryProvision(parent context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
 	defer cancel()
 	delay := 100 * time.Millisecond
 	for {
@@ -240,6 +240,13 @@ func retryProvision(ctx context.Context, op func(context.Context) error) error {
 		}
 		select {
 		case <-ctx.Done():
+			if parent.Err() != nil {
+				// Stopped (a SIGTERM while the store does not answer yet):
+				// say so, so that the caller stops cleanly rather than
+				// report the last attempt's trouble as a failure
+				// (review 10).
+				return fmt.Errorf("%w (last attempt: %v)", parent.Err(), err)
+			}
 			return err
 		case <-time.After(delay):
 		}

@@ -279,7 +279,7 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger) 
 	var out []listener
 	add := func(addr string, webhooks bool, format string) error {
 		h := &handoff{}
-		h.set(gateway.NewStartingHandler(webhooks, !webhooks || cfg.HTTP.AdminListen == ""))
+		h.set(gateway.NewStartingHandler(cfg, webhooks))
 		srv, ln, err := listen(cfg, tlsCfg, addr, h, logger)
 		if err != nil {
 			for _, l := range out {
@@ -288,8 +288,14 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger) 
 			return err
 		}
 		out = append(out, listener{srv: srv, ln: ln, h: h, webhooks: webhooks, line: fmt.Sprintf(format, scheme(cfg), ln.Addr())})
-		logger.Info("http listening while starting: /healthz answers, webhooks and /readyz 503 until the event store is open",
-			slog.String("addr", ln.Addr().String()))
+		what := "webhooks answer 503 until the event store is open"
+		switch {
+		case !webhooks:
+			what = "/healthz answers, /readyz and /metrics 503 until the event store is open"
+		case cfg.HTTP.AdminListen == "":
+			what = "/healthz answers, webhooks, /readyz and /metrics 503 until the event store is open"
+		}
+		logger.Info("http listening while starting: "+what, slog.String("addr", ln.Addr().String()))
 		return nil
 	}
 	if cfg.Roles.Gateway {
