@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,29 +26,8 @@ func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
 	c.kill9(c.node("n2"))
 	c.kill9(c.node("n3"))
 
-	cmd := exec.Command(binary, "serve", "--config", cfg)
-	cmd.Env = os.Environ()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &instance{t: t, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = in.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	listening := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if rest, ok := strings.CutPrefix(sc.Text(), "hookgate: listening on "); ok {
-				listening <- rest
-			}
-		}
-	}()
-	go func() { _ = cmd.Wait(); close(in.done) }()
+	in, listening := spawnServe(t, cfg)
 	t.Cleanup(func() {
-		in.kill()
 		if t.Failed() {
 			t.Logf("--- hookgate log:\n%s", tailString(in.stderr.String(), 30))
 		}

@@ -85,6 +85,23 @@ func (s *syncBuffer) String() string {
 // line. The process is killed at cleanup if still running.
 func start(t testing.TB, cfgPath string, env ...string) *instance {
 	t.Helper()
+	in, addr := spawnServe(t, cfgPath, env...)
+	select {
+	case a := <-addr:
+		in.baseURL = a
+	case <-in.done:
+		t.Fatalf("hookgate exited before listening:\n%s", in.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("hookgate not listening after 60s:\n%s", in.stderr)
+	}
+	return in
+}
+
+// spawnServe runs `hookgate serve --config cfgPath` and returns at once,
+// with a channel that gets the address of its listening line. The process
+// is killed at cleanup if still running.
+func spawnServe(t testing.TB, cfgPath string, env ...string) (*instance, <-chan string) {
+	t.Helper()
 	cmd := exec.Command(binary, "serve", "--config", cfgPath)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
@@ -100,23 +117,14 @@ func start(t testing.TB, cfgPath string, env ...string) *instance {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, "hookgate: listening on "); ok {
+			if rest, ok := strings.CutPrefix(sc.Text(), "hookgate: listening on "); ok {
 				addr <- rest
 			}
 		}
 	}()
 	go func() { _ = cmd.Wait(); close(in.done) }()
 	t.Cleanup(func() { in.kill() })
-	select {
-	case a := <-addr:
-		in.baseURL = a
-	case <-in.done:
-		t.Fatalf("hookgate exited before listening:\n%s", in.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("hookgate not listening after 60s:\n%s", in.stderr)
-	}
-	return in
+	return in, addr
 }
 
 // kill sends SIGKILL and waits for the process to go.

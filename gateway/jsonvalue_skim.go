@@ -85,10 +85,7 @@ func (s *skimmer) value(active uint64, depth int) bool {
 				s.out[i] = skimmed{container: true}
 			}
 		}
-		if p.src[p.pos] == '{' {
-			return s.object(descend, depth)
-		}
-		return s.array(descend, depth)
+		return s.container(descend, depth)
 	}
 	// A scalar: what ParseJSON would make of it. A pointer descending into
 	// it resolves to nothing (it was reset when its member was entered).
@@ -107,45 +104,53 @@ func (s *skimmer) value(active uint64, depth int) bool {
 	return true
 }
 
-// object mirrors parser.object without keeping the members.
-func (s *skimmer) object(descend uint64, depth int) bool {
+// container mirrors parser.object and parser.array without keeping the
+// members or elements: each value is skimmed with the pointers whose next
+// token names its member (or index) among descend.
+func (s *skimmer) container(descend uint64, depth int) bool {
 	p := &s.p
+	obj := p.src[p.pos] == '{'
+	end := byte(']')
+	if obj {
+		end = '}'
+	}
 	if p.enter() != nil {
 		return false
 	}
-	p.pos++ // '{'
+	p.pos++ // '{' or '['
 	p.skipSpace()
-	if p.pos < len(p.src) && p.src[p.pos] == '}' {
+	if p.pos < len(p.src) && p.src[p.pos] == end {
 		p.pos++
 		p.depth--
 		return true
 	}
-	for {
-		p.skipSpace()
-		if p.pos >= len(p.src) || p.src[p.pos] != '"' {
-			return false
-		}
-		key, err := p.str()
-		if err != nil {
-			return false
-		}
-		p.skipSpace()
-		if p.pos >= len(p.src) || p.src[p.pos] != ':' {
-			return false
-		}
-		p.pos++
+	for n := 0; ; n++ {
 		p.skipSpace()
 		var next uint64
-		for i := range s.ptrs {
-			if descend == 0 {
-				break
+		if obj {
+			if p.pos >= len(p.src) || p.src[p.pos] != '"' {
+				return false
 			}
-			if descend&(1<<i) != 0 && s.ptrs[i].tokens[depth] == key {
-				next |= 1 << i
-				// A later member of the same name replaces an earlier
-				// one whole, as in ParseJSON's tree.
-				s.out[i] = skimmed{}
+			key, err := p.str()
+			if err != nil {
+				return false
 			}
+			p.skipSpace()
+			if p.pos >= len(p.src) || p.src[p.pos] != ':' {
+				return false
+			}
+			p.pos++
+			p.skipSpace()
+			next = s.narrow(descend, depth, func(tok string) bool { return tok == key })
+			for i := range s.ptrs {
+				if next&(1<<i) != 0 {
+					// A later member of the same name replaces an earlier
+					// one whole, as in ParseJSON's tree.
+					s.out[i] = skimmed{}
+				}
+			}
+		} else {
+			next = s.narrow(descend, depth, func(tok string) bool { k, ok := arrayIndex(tok); return ok && k == n })
 		}
 		if !s.value(next, depth+1) {
 			return false
@@ -156,7 +161,7 @@ func (s *skimmer) object(descend uint64, depth int) bool {
 		}
 		c := p.src[p.pos]
 		p.pos++
-		if c == '}' {
+		if c == end {
 			p.depth--
 			return true
 		}
@@ -166,47 +171,17 @@ func (s *skimmer) object(descend uint64, depth int) bool {
 	}
 }
 
-// array mirrors parser.array without keeping the elements.
-func (s *skimmer) array(descend uint64, depth int) bool {
-	p := &s.p
-	if p.enter() != nil {
-		return false
-	}
-	p.pos++ // '['
-	p.skipSpace()
-	if p.pos < len(p.src) && p.src[p.pos] == ']' {
-		p.pos++
-		p.depth--
-		return true
-	}
-	for n := 0; ; n++ {
-		p.skipSpace()
-		var next uint64
-		for i := range s.ptrs {
-			if descend == 0 {
-				break
-			}
-			if descend&(1<<i) != 0 {
-				if k, ok := arrayIndex(s.ptrs[i].tokens[depth]); ok && k == n {
-					next |= 1 << i
-				}
-			}
+// narrow returns the pointers among descend whose token at depth match
+// accepts.
+func (s *skimmer) narrow(descend uint64, depth int, match func(tok string) bool) uint64 {
+	var next uint64
+	for i := range s.ptrs {
+		if descend == 0 {
+			break // most members: no pointer goes through them
 		}
-		if !s.value(next, depth+1) {
-			return false
-		}
-		p.skipSpace()
-		if p.pos >= len(p.src) {
-			return false
-		}
-		c := p.src[p.pos]
-		p.pos++
-		if c == ']' {
-			p.depth--
-			return true
-		}
-		if c != ',' {
-			return false
+		if descend&(1<<i) != 0 && match(s.ptrs[i].tokens[depth]) {
+			next |= 1 << i
 		}
 	}
+	return next
 }

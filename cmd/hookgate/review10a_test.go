@@ -51,7 +51,22 @@ func review10aNoJetStream(t *testing.T) string {
 	return strings.Replace(srv.ClientURL(), "nats://", "nats://tok@", 1)
 }
 
-// BUG: SIGTERM (ctx cancel) while serve waits for an external cluster's
+// review10aStartStuck runs serve against a NATS server whose JetStream
+// never answers (review10aNoJetStream), so it stays in its starting phase,
+// and returns it with its early listener's base URL.
+func review10aStartStuck(t *testing.T) (*review7Serve, string) {
+	t.Helper()
+	url := review10aNoJetStream(t)
+	path := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nroles: { consumer: false }\nnats: { url: %q }\n%s", url, review6Provider)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := review7Start(t, path, false)
+	return s, review10aStartingBase(t, s)
+}
+
+// BUG (fixed): SIGTERM (ctx cancel) while serve waits for an external cluster's
 // JetStream at start makes serve fail (exit 1, "hookgate: look up stream
 // WEBHOOKS: jetstream unavailable: ...") instead of stopping cleanly. This
 // commit makes that wait a served, probed phase (README: "/healthz 200 ...
@@ -71,14 +86,7 @@ func review10aNoJetStream(t *testing.T) string {
 // attempt: %v)", ctx.Err(), err)) when the parent ctx was cancelled, and
 // keep the last error only for its own 30 s deadline.
 func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
-	url := review10aNoJetStream(t)
-	path := filepath.Join(t.TempDir(), "hookgate.yaml")
-	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nroles: { consumer: false }\nnats: { url: %q }\n%s", url, review6Provider)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := review7Start(t, path, false)
-	base := review10aStartingBase(t, s)
+	s, base := review10aStartStuck(t)
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +107,7 @@ func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
 	}
 }
 
-// MINOR (contract): while serve starts, a webhook to a provider the config
+// MINOR (contract; fixed): while serve starts, a webhook to a provider the config
 // does not have is answered 503 with Retry-After ("starting: ... retry
 // later") instead of the contract's 404 ("unknown provider | 404"): the
 // starting handler matches every /webhooks/{name}, though the provider
@@ -113,14 +121,7 @@ func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
 // (or a predicate) and answer the others with handleNotFound's 404 body
 // "unknown provider ...".
 func TestReview10AUnknownProviderWhileStartingIs404(t *testing.T) {
-	url := review10aNoJetStream(t) // JetStream never answers: serve stays in its starting phase
-	path := filepath.Join(t.TempDir(), "hookgate.yaml")
-	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nroles: { consumer: false }\nnats: { url: %q }\n%s", url, review6Provider)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := review7Start(t, path, false)
-	base := review10aStartingBase(t, s)
+	_, base := review10aStartStuck(t)
 	c := &http.Client{Timeout: 5 * time.Second}
 	// The configured provider: 503 while starting is right.
 	if code, _, err := review7Send(c, base, "known"); err != nil || code != http.StatusServiceUnavailable {
