@@ -240,11 +240,12 @@ func retryProvision(parent context.Context, op func(context.Context) error) erro
 		}
 		select {
 		case <-ctx.Done():
-			if parent.Err() != nil {
+			if errors.Is(parent.Err(), context.Canceled) {
 				// Stopped (a SIGTERM while the store does not answer yet):
 				// say so, so that the caller stops cleanly rather than
 				// report the last attempt's trouble as a failure
-				// (review 10).
+				// (review 10). A deadline, the caller's or ours, is the
+				// store's trouble: the last attempt says what it was.
 				return fmt.Errorf("%w (last attempt: %v)", parent.Err(), err)
 			}
 			return err
