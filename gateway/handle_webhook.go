@@ -41,7 +41,7 @@ func (s *server) handleWebhook() http.Handler {
 		p := s.providers[name]
 		if p == nil {
 			s.metrics.unknownProvider.Inc()
-			writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
+			writeUnknownProvider(w, name)
 			return
 		}
 		defer func() { p.metrics.requestSeconds.Observe(time.Since(start).Seconds()) }()
@@ -467,6 +467,11 @@ func writeOK(w http.ResponseWriter, status, key string) {
 	setJSONContentType(w.Header())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// writeUnknownProvider answers a webhook to a provider the config lacks.
+func writeUnknownProvider(w http.ResponseWriter, name string) {
+	writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
 }
 
 // withHost puts the request's Host back among its headers: net/http

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -13,22 +12,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// routes is the only place that knows gorilla/mux.
-func (s *server) routes(withAdmin bool) http.Handler {
+// router is the only place that knows gorilla/mux: webhook serves POST
+// /webhooks/{provider} (nil: no webhook route), and with admin the
+// /healthz, /readyz and /metrics routes, metrics serving the last.
+func (s *server) router(webhook http.Handler, admin bool, metrics http.Handler) *mux.Router {
 	r := mux.NewRouter()
 	// A path that needs cleaning (/webhooks//p, /webhooks/a/../p) is no
 	// route (404), not mux's 301 to the cleaned one: senders rarely
 	// repeat a POST after a redirect, and every answer is JSON.
 	r.SkipClean(true)
-	// /webhooks/{provider}, matched without a regexp or a vars map: it is
-	// every request's route (see providerName).
-	webhook := s.handleWebhook()
-	r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(webhook)
-	if withAdmin {
-		s.addAdmin(r)
+	if webhook != nil {
+		// /webhooks/{provider}, matched without a regexp or a vars map:
+		// it is every request's route (see providerName).
+		r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).Handler(webhook)
+	}
+	if admin {
+		r.Handle("/healthz", s.handleHealthz()).Methods(http.MethodGet, http.MethodHead)
+		r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
+		r.Handle("/metrics", metrics).Methods(http.MethodGet, http.MethodHead)
 	}
 	r.NotFoundHandler = s.handleNotFound()
 	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
+	return r
+}
+
+// routes is NewServer's handler.
+func (s *server) routes(withAdmin bool) http.Handler {
+	webhook := s.handleWebhook()
+	r := s.router(webhook, withAdmin, s.handleMetrics())
 	// Every request's route is taken before the router, which would match
 	// it the same way but copy the request twice (its route and vars in
 	// the context: about 1 KB per request, which nothing here reads).
@@ -41,23 +52,14 @@ func (s *server) routes(withAdmin bool) http.Handler {
 	})
 }
 
-func (s *server) adminRoutes() http.Handler {
-	r := mux.NewRouter()
-	r.SkipClean(true)
-	s.addAdmin(r)
-	r.NotFoundHandler = s.handleNotFound()
-	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
-	return r
-}
+func (s *server) adminRoutes() http.Handler { return s.router(nil, true, s.handleMetrics()) }
 
-func (s *server) addAdmin(r *mux.Router) {
-	r.Handle("/healthz", s.handleHealthz()).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
+func (s *server) handleMetrics() http.Handler {
 	var g prometheus.Gatherer = prometheus.NewRegistry()
 	if s.deps.Gatherer != nil {
 		g = s.deps.Gatherer
 	}
-	r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{})).Methods(http.MethodGet, http.MethodHead)
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
 // NewStartingHandler answers on a listener while serve opens the event
@@ -76,25 +78,17 @@ func NewStartingHandler(cfg *config.Config, webhooks bool) http.Handler {
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: errStarting.Error() + "; retry later"})
 	})
-	r := mux.NewRouter()
-	r.SkipClean(true)
+	var webhook http.Handler
 	if webhooks {
-		r.MatcherFunc(isWebhookPath).Methods(http.MethodPost).HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		webhook = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if name := providerName(req); !hasProvider(cfg, name) {
-				writeJSON(w, http.StatusNotFound, answer{Error: fmt.Sprintf("unknown provider %q", truncate(name, 64))})
+				writeUnknownProvider(w, name)
 				return
 			}
 			unavailable.ServeHTTP(w, req)
 		})
 	}
-	if !webhooks || cfg.HTTP.AdminListen == "" {
-		r.Handle("/healthz", s.handleHealthz()).Methods(http.MethodGet, http.MethodHead)
-		r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
-		r.Handle("/metrics", unavailable).Methods(http.MethodGet, http.MethodHead)
-	}
-	r.NotFoundHandler = s.handleNotFound()
-	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
-	return r
+	return s.router(webhook, !webhooks || cfg.HTTP.AdminListen == "", unavailable)
 }
 
 // errStarting is what NewStartingHandler's 503s say.

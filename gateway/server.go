@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"sort"
 	"time"
 
@@ -234,21 +233,16 @@ func compileProvider(name string, pc config.Provider) (*provider, error) {
 		if rule.AccountJSON != nil {
 			p.skim = append(p.skim, *rule.AccountJSON)
 		}
-		for _, src := range append(slices.Clip(rule.EventID), derefSources(p.subject, p.occurredAt, p.typ)...) {
+		for _, src := range rule.EventID {
 			if src.IsJSON() {
+				p.skim = append(p.skim, src.ptr)
+			}
+		}
+		for _, src := range []*Source{p.subject, p.occurredAt, p.typ} {
+			if src != nil && src.IsJSON() {
 				p.skim = append(p.skim, src.ptr)
 			}
 		}
 	}
 	return p, nil
-}
-
-func derefSources(srcs ...*Source) []Source {
-	var out []Source
-	for _, s := range srcs {
-		if s != nil {
-			out = append(out, *s)
-		}
-	}
-	return out
 }

@@ -165,11 +165,10 @@ type Payload struct {
 	root   Value
 	err    error
 
-	// want are the pointers skimFor named; once skim passed (skimOK),
-	// Lookup answers them from skimmed without the tree.
+	// want are the pointers skimFor named; once skim passed (skimmed
+	// set), Lookup answers them from skimmed without the tree.
 	want     []Pointer
 	skimDone bool
-	skimOK   bool
 	skimmed  []skimmed
 	skimBuf  [8]skimmed
 }
@@ -189,7 +188,7 @@ func (p *Payload) validJSON() error {
 		}
 		out = out[:len(p.want)]
 		if skim(p.body, p.want, out) {
-			p.skimOK, p.skimmed = true, out
+			p.skimmed = out
 			return nil
 		}
 	}
@@ -199,7 +198,7 @@ func (p *Payload) validJSON() error {
 
 // skimLookup answers ptr from skim's pass, if it covered it.
 func (p *Payload) skimLookup(ptr Pointer) (value string, ok, covered bool) {
-	if !p.skimOK {
+	if p.skimmed == nil {
 		return "", false, false
 	}
 	for i, w := range p.want {
