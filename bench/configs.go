@@ -26,6 +26,10 @@ type Configuration struct {
 	EndToEnd bool
 	// Workers sets consumer.workers when > 0.
 	Workers int
+	// Pace, when > 0, paces the load (open loop) at this share of the
+	// rate the hmac configuration reached in the same round: the
+	// end-to-end run that asks whether the consumer keeps up at it.
+	Pace float64
 }
 
 const (
@@ -35,9 +39,11 @@ const (
 	BenchProvider = "bench"
 )
 
-// Configurations returns the six setups of issue 6, the floor first.
-// redeliveries is the share of redeliveries of the "redeliver" setup.
-func Configurations(redeliveries float64) []Configuration {
+// Configurations returns the setups of issue 6, the floor first, then the
+// end-to-end one paced at pace times the hmac configuration's rate (0
+// leaves it out). redeliveries is the share of redeliveries of the
+// "redeliver" setup.
+func Configurations(redeliveries, pace float64) []Configuration {
 	hmac := Configuration{Scheme: gateway.SchemeHMACSHA256, Secret: hmacSecret, Header: "X-Signature", EventID: []string{"json:/id"}}
 	with := func(c Configuration, name, label string, f func(*Configuration)) Configuration {
 		c.Name, c.Label = name, label
@@ -46,7 +52,7 @@ func Configurations(redeliveries float64) []Configuration {
 		}
 		return c
 	}
-	return []Configuration{
+	cs := []Configuration{
 		with(hmac, "floor", "floor (POST -> sync publish, Nats-Msg-Id)", func(c *Configuration) { c.Floor = true }),
 		with(hmac, "hmac", "hookgate hmac-sha256, json id", nil),
 		with(hmac, "standard", "hookgate standard-webhooks", func(c *Configuration) {
@@ -56,6 +62,12 @@ func Configurations(redeliveries float64) []Configuration {
 		with(hmac, "digest", "hookgate hmac, digest keys (no id)", func(c *Configuration) { c.EventID = []string{} }),
 		with(hmac, "e2e", "end to end: gateway + consumer -> GRANTS", func(c *Configuration) { c.EndToEnd = true }),
 	}
+	if pace > 0 {
+		cs = append(cs, with(hmac, "sustained", fmt.Sprintf("end to end, paced at %.2gx the hmac rate", pace), func(c *Configuration) {
+			c.EndToEnd, c.Pace = true, pace
+		}))
+	}
+	return cs
 }
 
 // Signer returns the scheme that signs this configuration's requests:

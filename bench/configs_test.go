@@ -9,7 +9,7 @@ import (
 // Every configuration's generated hookgate config is valid, and -workers
 // reaches consumer.workers.
 func TestHookgateYAML(t *testing.T) {
-	for _, c := range Configurations(0.5) {
+	for _, c := range Configurations(0.5, 0.5) {
 		if c.Floor {
 			continue
 		}

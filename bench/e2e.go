@@ -14,11 +14,14 @@ import (
 // e2eMonitor watches GRANTS and the consumer's lag over NATS while the
 // end-to-end round runs.
 type e2eMonitor struct {
-	nc      *nats.Conn
-	j       js.JetStream
-	t0      time.Time
-	mu      sync.Mutex
-	points  []Point
+	nc     *nats.Conn
+	j      js.JetStream
+	t0     time.Time
+	mu     sync.Mutex
+	points []Point
+	// edges are samples at the measured window's start and end (mark).
+	edges   [2]Point
+	marked  [2]bool
 	stop    chan struct{}
 	stopped chan struct{}
 }
@@ -63,6 +66,22 @@ func (m *e2eMonitor) sample(ctx context.Context) (applied, lag uint64, err error
 	}
 	info := cons.CachedInfo()
 	return st.CachedInfo().State.Msgs, info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// mark samples GRANTS and the lag at the measured window's start or end
+// (the load generator's OnWindow), for the applied rate inside it.
+func (m *e2eMonitor) mark(start bool) {
+	a, l, err := m.sample(context.Background())
+	if err != nil {
+		return
+	}
+	i := 1
+	if start {
+		i = 0
+	}
+	m.mu.Lock()
+	m.edges[i], m.marked[i] = Point{T: time.Since(m.t0).Seconds(), Applied: a, Lag: l}, true
+	m.mu.Unlock()
 }
 
 func (m *e2eMonitor) start() {
@@ -132,6 +151,16 @@ func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResul
 	}
 	m.mu.Lock()
 	r.Timeline = append(r.Timeline, m.points...)
+	if m.marked[0] && m.marked[1] && m.edges[1].T > m.edges[0].T {
+		w0, w1 := m.edges[0], m.edges[1]
+		r.WindowApplied = float64(w1.Applied-w0.Applied) / (w1.T - w0.T)
+		r.WindowLagEnd, r.WindowLagMax = w1.Lag, max(w0.Lag, w1.Lag)
+		for _, p := range m.points {
+			if p.T >= w0.T && p.T <= w1.T {
+				r.WindowLagMax = max(r.WindowLagMax, p.Lag)
+			}
+		}
+	}
 	m.mu.Unlock()
 	r.Timeline = append(r.Timeline, Point{T: done.Sub(m.t0).Seconds(), Applied: r.Applied})
 	for i, p := range r.Timeline {

@@ -15,6 +15,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,7 +45,8 @@ type Options struct {
 	Duration     time.Duration
 	Rounds       int
 	Redeliver    float64  // share of redeliveries in the "redeliver" configuration
-	Workers      int      // consumer.workers for the end-to-end configuration; 0: hookgate's default
+	Workers      int      // consumer.workers for the end-to-end configurations; 0: hookgate's default
+	Pace         float64  // the "sustained" configuration's rate, a share of the round's hmac rate; 0 leaves it out
 	Only         []string // configuration names to run; empty = all
 	DrainTimeout time.Duration
 
@@ -89,15 +91,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	all := Configurations(o.Redeliver)
+	all := Configurations(o.Redeliver, o.Pace)
 	for _, name := range o.Only {
 		if !slices.ContainsFunc(all, func(c Configuration) bool { return c.Name == name }) {
-			return nil, fmt.Errorf("unknown configuration %q; want floor, hmac, standard, redeliver, digest or e2e", name)
+			return nil, fmt.Errorf("unknown configuration %q; want floor, hmac, standard, redeliver, digest, e2e or sustained (with -pace above 0)", name)
 		}
 	}
 	var cfgs []Configuration
 	for _, c := range all {
-		if len(o.Only) == 0 || slices.Contains(o.Only, c.Name) || c.Name == "floor" {
+		// The paced run's rate is a share of the hmac round's.
+		needed := c.Name == "floor" || c.Name == "hmac" && slices.Contains(o.Only, "sustained")
+		if len(o.Only) == 0 || slices.Contains(o.Only, c.Name) || needed {
 			cfgs = append(cfgs, c)
 		}
 	}
@@ -112,13 +116,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for round := 1; round <= o.Rounds; round++ {
 		rps := map[string]float64{}
 		for _, c := range cfgs {
-			r, err := h.round(ctx, round, c)
+			r, err := h.round(ctx, round, c, c.Pace*rps["hmac"])
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round, c.Name, err)
 			}
 			rps[c.Name] = r.RPS
 			if r.E2E != nil && rps["hmac"] > 0 {
 				r.E2E.AppliedVsPeakGw = r.E2E.AppliedRate / rps["hmac"]
+				if c.Pace > 0 {
+					r.E2E.AppliedVsPeakGw = r.E2E.WindowApplied / rps["hmac"]
+				}
 			}
 			fmt.Fprintf(o.Log, "round %d/%d %-9s %8.0f rps  p50 %6.2fms  p99 %6.2fms  cpu %4.0fµs/req  rss %s  errors %d  other procs %.2f CPUs%s\n",
 				round, o.Rounds, c.Name, r.RPS, r.P50ms, r.P99ms, r.ServerCPUus, mib(r.RSSPeak), r.Errors, r.OtherCPUs, e2eNote(r.E2E))
@@ -171,6 +178,9 @@ func e2eNote(e *E2EResult) string {
 		return ""
 	}
 	s := fmt.Sprintf("  applied %.0f/s (%d of %d stored), lag 0 after %.1fs: %t", e.AppliedRate, e.Applied, e.Stored, e.DrainSeconds, e.Drained)
+	if e.Offered > 0 {
+		s += fmt.Sprintf("; paced at %.0f/s: applied %.0f/s in the window, lag at its end %d (at most %d)", e.Offered, e.WindowApplied, e.WindowLagEnd, e.WindowLagMax)
+	}
 	if e.Stall != "" {
 		s += "; stalled: " + e.Stall
 	}
@@ -296,8 +306,13 @@ func (w *cpuWindow) perRequest(n uint64) (server, client, others float64) {
 	return us(w.srv1 - w.srv0), us(w.me1 - w.me0), max(float64(other)/float64(w.t1.Sub(w.t0)), 0)
 }
 
-func (h *harness) round(ctx context.Context, round int, c Configuration) (RoundResult, error) {
+// round measures c once; rate paces the load when c.Pace is set (a share
+// of this round's hmac rate, so the hmac configuration runs first).
+func (h *harness) round(ctx context.Context, round int, c Configuration, rate float64) (RoundResult, error) {
 	res := RoundResult{Round: round, Config: c.Name}
+	if c.Pace > 0 && rate <= 0 {
+		return res, errors.New("the paced run needs the hmac configuration's rate of the same round")
+	}
 	dir := filepath.Join(h.o.Work, fmt.Sprintf("r%d-%s", round, c.Name))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
@@ -314,6 +329,9 @@ func (h *harness) round(ctx context.Context, round int, c Configuration) (RoundR
 	}
 	cpu := &cpuWindow{pid: child.Pid()}
 	lo.OnWindow = cpu.mark
+	if c.Pace > 0 {
+		lo.Rate = rate
+	}
 
 	var mon *e2eMonitor
 	if c.EndToEnd {
@@ -322,6 +340,10 @@ func (h *harness) round(ctx context.Context, round int, c Configuration) (RoundR
 		}
 		defer mon.close()
 		mon.start()
+		lo.OnWindow = func(start bool) {
+			cpu.mark(start)
+			mon.mark(start)
+		}
 	}
 	lr, err := Load(ctx, lo)
 	if err != nil {
@@ -330,6 +352,9 @@ func (h *harness) round(ctx context.Context, round int, c Configuration) (RoundR
 	mem, _ := ReadMemory(child.Pid())
 	if mon != nil {
 		res.E2E = mon.drain(ctx, h.o.DrainTimeout)
+		if c.Pace > 0 {
+			res.E2E.Offered = rate
+		}
 		if m, err := ReadMemory(child.Pid()); err == nil {
 			mem = m
 		}

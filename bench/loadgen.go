@@ -46,6 +46,14 @@ type LoadOptions struct {
 	// Grants is how many distinct grant_id values each connection uses;
 	// one connection owns its grants, so their occurred_at only grows.
 	Grants int
+	// Rate, when > 0, paces the load: Rate requests/s over all
+	// connections, each sent at its slot of a fixed schedule (open loop),
+	// so a server that keeps up gets exactly this rate. A request whose
+	// slot passed while the connection waited for an answer goes at once:
+	// a server that cannot keep up gets what it can take, and the rate
+	// measured says so. 0: every connection sends its next request as
+	// soon as the answer to the last one is in (closed loop).
+	Rate float64
 	// OnWindow, when set, is called when the measured window starts
 	// (true) and ends (false), from a goroutine of its own.
 	OnWindow func(start bool)
@@ -101,13 +109,16 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 			}
 		}()
 	}
+	if o.Rate < 0 {
+		return LoadResult{}, errors.New("load: rate must not be negative")
+	}
 	results := make([]workerResult, o.Conns)
 	var wg sync.WaitGroup
 	for i := range o.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &worker{o: &o, id: i, mStart: mStart, mEnd: mEnd, rng: rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))}
+			w := &worker{o: &o, id: i, start: start, mStart: mStart, mEnd: mEnd, rng: rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))}
 			results[i] = w.run(ctx)
 		}()
 	}
@@ -155,6 +166,8 @@ type worker struct {
 	o            *LoadOptions
 	id           int
 	seq          uint64
+	start        time.Time // of the load: the pacing schedule's origin
+	slots        uint64    // paced requests sent (their slots passed)
 	mStart, mEnd time.Time
 	rng          *rand.Rand
 	ring         [][]byte // recent requests, for redeliveries
@@ -170,6 +183,9 @@ func (w *worker) run(ctx context.Context) workerResult {
 	r := workerResult{statuses: map[int]uint64{}}
 	defer w.close()
 	for ctx.Err() == nil {
+		if !w.waitSlot(ctx) {
+			break
+		}
 		now := time.Now()
 		if !now.Before(w.mEnd) {
 			break
@@ -230,6 +246,26 @@ func (w *worker) run(ctx context.Context) workerResult {
 		}
 	}
 	return r
+}
+
+// waitSlot waits for this worker's next slot of the paced schedule
+// (LoadOptions.Rate): worker id's k-th request is due at start +
+// (k*Conns + id)/Rate, so the connections' requests interleave evenly.
+// Without a rate it returns at once. It reports false when the slot lies
+// past the load's end or ctx ended.
+func (w *worker) waitSlot(ctx context.Context) bool {
+	if w.o.Rate <= 0 {
+		return true
+	}
+	at := w.start.Add(time.Duration(float64(w.slots*uint64(w.o.Conns)+uint64(w.id)) / w.o.Rate * float64(time.Second)))
+	w.slots++
+	if !at.Before(w.mEnd) {
+		return false
+	}
+	if d := time.Until(at); d > 0 {
+		sleepCtx(ctx, d)
+	}
+	return ctx.Err() == nil
 }
 
 func (r *workerResult) fail(status int, err error) {

@@ -111,6 +111,36 @@ func TestLoadAgainstNetHTTP(t *testing.T) {
 	}
 }
 
+// TestLoadPaced checks the paced (open-loop) load: never more requests
+// than the schedule has slots (a closed loop against this server would
+// send thousands), and, the server answering at once, nearly all of them.
+func TestLoadPaced(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"status":"accepted"}`)
+	}))
+	defer srv.Close()
+	const conns, rate = 4, 200.0
+	warmup, window := 100*time.Millisecond, 500*time.Millisecond
+	res, err := Load(t.Context(), LoadOptions{
+		Addr: strings.TrimPrefix(srv.URL, "http://"), Path: "/webhooks/x",
+		Conns: conns, Warmup: warmup, Duration: window, BodySize: 300, IDPrefix: "evt_p", Rate: rate,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Worker id's k-th slot is at (k*conns+id)/rate from the start; the
+	// slots before the end are the first rate*(warmup+window) of them.
+	slots := uint64(rate * (warmup + window).Seconds())
+	if res.Errors != 0 || res.Sent > slots || res.Sent < slots*8/10 {
+		t.Fatalf("sent %d (errors %d, first %q) at %.0f/s over %s: want at most the schedule's %d slots and most of them",
+			res.Sent, res.Errors, res.FirstError, rate, warmup+window, slots)
+	}
+	if _, err := Load(t.Context(), LoadOptions{Addr: "127.0.0.1:1", Conns: 1, Duration: time.Millisecond, Rate: -1}); err == nil {
+		t.Fatal("a negative rate was taken")
+	}
+}
+
 func TestBodySizeAndShape(t *testing.T) {
 	for _, size := range []int{0, 100, 1024, 65536} {
 		b := Body("evt_1", "G-1", time.Unix(1700000000, 5).UTC(), size)

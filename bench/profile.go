@@ -101,7 +101,7 @@ func (pr *profiled) usPerRequest(v int64) float64 {
 // the same load and compares where each spends its CPU per request.
 func (h *harness) profile(ctx context.Context) (*ProfileResult, error) {
 	var floorCfg, gwCfg Configuration
-	for _, x := range Configurations(h.o.Redeliver) {
+	for _, x := range Configurations(h.o.Redeliver, 0) {
 		switch x.Name {
 		case "floor":
 			floorCfg = x

@@ -76,8 +76,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Rounds, "rounds", 2, "rounds; each runs every configuration once, in turn (A/B/A/B); 0 skips the load (keys and profile only)")
 	fs.StringVar(&o.Name, "name", "latest", "base name of the JSON and SVG results (NAME.json, NAME.svg)")
 	fs.Float64Var(&o.Redeliver, "redeliver", 0.5, "share of redeliveries in the 'redeliver' configuration")
-	fs.IntVar(&o.Workers, "workers", 0, "consumer.workers in the end-to-end configuration (0: hookgate's default, 8)")
-	only := fs.String("only", "", "comma-separated configurations to run besides the floor: hmac,standard,redeliver,digest,e2e")
+	fs.IntVar(&o.Workers, "workers", 0, "consumer.workers in the end-to-end configurations (0: hookgate's default, 8)")
+	fs.Float64Var(&o.Pace, "pace", 0.5, "the 'sustained' configuration: end to end with the load paced at this share of the same round's hmac rate; 0 leaves it out")
+	only := fs.String("only", "", "comma-separated configurations to run besides the floor: hmac,standard,redeliver,digest,e2e,sustained (sustained brings hmac)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 90*time.Second, "end to end: how long to wait for the consumer's lag to return to 0")
 	fs.IntVar(&o.Keys, "keys", 1_000_000, "tracked keys for the memory-per-key and restart measurement (10000000 for the 10M figure); 0 skips")
 	fs.IntVar(&o.KeysBody, "keys-body", 1024, "body bytes of each tracked-key message")
@@ -92,8 +93,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	if o.Rounds < 0 || o.Conns < 1 || o.Duration <= 0 {
-		return usageError{errors.New("-conns and -duration must be positive, -rounds not negative")}
+	if o.Rounds < 0 || o.Conns < 1 || o.Duration <= 0 || o.Pace < 0 {
+		return usageError{errors.New("-conns and -duration must be positive, -rounds and -pace not negative")}
 	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")

@@ -32,6 +32,15 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+func slicesIndex(rounds []bench.RoundResult, config string) int {
+	for i, r := range rounds {
+		if r.Config == config {
+			return i
+		}
+	}
+	return -1
+}
+
 // TestSmoke runs the whole harness for about a second per configuration
 // and checks what it produced: a table row per configuration with
 // non-zero rps and no errors, redeliveries answered as duplicates, the
@@ -68,7 +77,7 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	want := bench.Configurations(0.5)
+	want := bench.Configurations(0.5, 0.5)
 	if len(rep.Configs) != len(want) {
 		t.Fatalf("%d configurations in latest.json, want %d", len(rep.Configs), len(want))
 	}
@@ -93,6 +102,12 @@ func TestSmoke(t *testing.T) {
 		case "e2e":
 			if c.Drained == nil || !*c.Drained || c.AppliedRate <= 0 {
 				t.Errorf("e2e: drained %v, applied %.0f/s", c.Drained, c.AppliedRate)
+			}
+		case "sustained":
+			// Paced at half the hmac round's rate: never faster than that.
+			hm := rep.Rounds[slicesIndex(rep.Rounds, "hmac")].RPS
+			if c.Drained == nil || !*c.Drained || c.WindowApplied <= 0 || c.Offered <= 0 || c.Offered > 0.5*hm*1.0001 || c.RPS > c.Offered*1.05 {
+				t.Errorf("sustained: drained %v, applied %.0f/s in the window, offered %.0f/s (hmac %.0f rps), answered %.0f/s", c.Drained, c.WindowApplied, c.Offered, hm, c.RPS)
 			}
 		default:
 			if c.Duplicates != 0 {
