@@ -307,8 +307,8 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	for _, c := range r.Configs {
 		if c.Drained != nil && c.Offered > 0 {
-			fmt.Fprintf(w, "\nend to end, paced: %.0f requests/s offered (%s), the gateway answered %.0f/s, the consumer applied %.0f/s in the measured window (%.2fx the hmac gateway's %.0f rps); lag at the window's end %d events, at most %d in it; back to 0: %t, %.1fs after the load (worst round)\n",
-				c.Offered, c.Label, c.RPS, c.WindowApplied, c.AppliedVsPeakGw, r.config("hmac").RPS, c.WindowLagEnd, c.WindowLagMax, *c.Drained, c.DrainSeconds)
+			fmt.Fprintf(w, "\nend to end, paced: %.0f requests/s offered, the gateway answered %.0f/s, the consumer applied %.0f/s in the measured window (%.2fx the hmac gateway's %.0f rps); lag at the window's end %d events, at most %d in it; back to 0: %t, %.1fs after the load (worst round)\n",
+				c.Offered, c.RPS, c.WindowApplied, c.AppliedVsPeakGw, r.config("hmac").RPS, c.WindowLagEnd, c.WindowLagMax, *c.Drained, c.DrainSeconds)
 		} else if c.Drained != nil {
 			fmt.Fprintf(w, "\nend to end: consumer applied %.0f events/s (%.2fx the hmac gateway's %0.f rps) from the burst's start until the lag was 0, at best %.0f/s in 1 s; lag back to 0: %t, %.1fs after the burst (worst round)\n",
 				c.AppliedRate, c.AppliedVsPeakGw, r.config("hmac").RPS, c.AppliedPeak, *c.Drained, c.DrainSeconds)
