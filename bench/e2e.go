@@ -70,7 +70,10 @@ func (m *e2eMonitor) sample(ctx context.Context) (applied, lag uint64, err error
 
 // mark samples GRANTS and the lag at the measured window's start or end
 // (the load generator's OnWindow), for the applied rate inside it.
+// A failed sample leaves the window unmeasured (E2EResult.WindowSeconds
+// 0), never a window of zeros.
 func (m *e2eMonitor) mark(start bool) {
+	t := time.Since(m.t0).Seconds() // the edge, not the answer's arrival
 	a, l, err := m.sample(context.Background())
 	if err != nil {
 		return
@@ -80,7 +83,7 @@ func (m *e2eMonitor) mark(start bool) {
 		i = 0
 	}
 	m.mu.Lock()
-	m.edges[i], m.marked[i] = Point{T: time.Since(m.t0).Seconds(), Applied: a, Lag: l}, true
+	m.edges[i], m.marked[i] = Point{T: t, Applied: a, Lag: l}, true
 	m.mu.Unlock()
 }
 
@@ -153,7 +156,8 @@ func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResul
 	r.Timeline = append(r.Timeline, m.points...)
 	if m.marked[0] && m.marked[1] && m.edges[1].T > m.edges[0].T {
 		w0, w1 := m.edges[0], m.edges[1]
-		r.WindowApplied = float64(w1.Applied-w0.Applied) / (w1.T - w0.T)
+		r.WindowSeconds = w1.T - w0.T
+		r.WindowApplied = float64(w1.Applied-w0.Applied) / r.WindowSeconds
 		r.WindowLagEnd, r.WindowLagMax = w1.Lag, max(w0.Lag, w1.Lag)
 		for _, p := range m.points {
 			if p.T >= w0.T && p.T <= w1.T {

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -47,12 +49,14 @@ type LoadOptions struct {
 	// one connection owns its grants, so their occurred_at only grows.
 	Grants int
 	// Rate, when > 0, paces the load: Rate requests/s over all
-	// connections, each sent at its slot of a fixed schedule (open loop),
-	// so a server that keeps up gets exactly this rate. A request whose
-	// slot passed while the connection waited for an answer goes at once:
-	// a server that cannot keep up gets what it can take, and the rate
-	// measured says so. 0: every connection sends its next request as
-	// soon as the answer to the last one is in (closed loop).
+	// connections, the k-th request due at k/Rate seconds after the load's
+	// start (open loop), so a server that keeps up gets exactly this rate.
+	// The connections share the schedule: each free one takes the next
+	// slot, so a slot that passed while every connection waited for an
+	// answer goes out with the next one free, and a server that cannot
+	// keep up gets what Conns connections can give it (the rate measured
+	// says so). 0: every connection sends its next request as soon as the
+	// answer to the last one is in (closed loop).
 	Rate float64
 	// OnWindow, when set, is called when the measured window starts
 	// (true) and ends (false), from a goroutine of its own.
@@ -84,6 +88,9 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	if o.Grants < 1 {
 		o.Grants = 1000
 	}
+	if o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0) {
+		return LoadResult{}, fmt.Errorf("load: rate %g: want a finite rate, 0 or more", o.Rate)
+	}
 	start := time.Now()
 	mStart := start.Add(o.Warmup)
 	mEnd := mStart.Add(o.Duration)
@@ -109,16 +116,14 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 			}
 		}()
 	}
-	if o.Rate < 0 {
-		return LoadResult{}, errors.New("load: rate must not be negative")
-	}
 	results := make([]workerResult, o.Conns)
+	pace := &pacer{start: start, end: mEnd, rate: o.Rate}
 	var wg sync.WaitGroup
 	for i := range o.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &worker{o: &o, id: i, start: start, mStart: mStart, mEnd: mEnd, rng: rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))}
+			w := &worker{o: &o, id: i, pace: pace, mStart: mStart, mEnd: mEnd, rng: rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))}
 			results[i] = w.run(ctx)
 		}()
 	}
@@ -166,8 +171,7 @@ type worker struct {
 	o            *LoadOptions
 	id           int
 	seq          uint64
-	start        time.Time // of the load: the pacing schedule's origin
-	slots        uint64    // paced requests sent (their slots passed)
+	pace         *pacer
 	mStart, mEnd time.Time
 	rng          *rand.Rand
 	ring         [][]byte // recent requests, for redeliveries
@@ -183,7 +187,7 @@ func (w *worker) run(ctx context.Context) workerResult {
 	r := workerResult{statuses: map[int]uint64{}}
 	defer w.close()
 	for ctx.Err() == nil {
-		if !w.waitSlot(ctx) {
+		if !w.pace.wait(ctx) {
 			break
 		}
 		now := time.Now()
@@ -248,21 +252,27 @@ func (w *worker) run(ctx context.Context) workerResult {
 	return r
 }
 
-// waitSlot waits for this worker's next slot of the paced schedule
-// (LoadOptions.Rate): worker id's k-th request is due at start +
-// (k*Conns + id)/Rate, so the connections' requests interleave evenly.
-// Without a rate it returns at once. It reports false when the slot lies
-// past the load's end or ctx ended.
-func (w *worker) waitSlot(ctx context.Context) bool {
-	if w.o.Rate <= 0 {
+// pacer hands out the slots of a paced load (LoadOptions.Rate) to the
+// connections: slot k is due at start + k/rate. Safe for concurrent use.
+type pacer struct {
+	start, end time.Time
+	rate       float64 // 0: not paced
+	next       atomic.Uint64
+}
+
+// wait takes the next slot and waits until it is due; without a rate it
+// returns at once. It reports false when the slot lies at or past the
+// load's end, or ctx ended.
+func (p *pacer) wait(ctx context.Context) bool {
+	if p.rate <= 0 {
 		return true
 	}
-	at := w.start.Add(time.Duration(float64(w.slots*uint64(w.o.Conns)+uint64(w.id)) / w.o.Rate * float64(time.Second)))
-	w.slots++
-	if !at.Before(w.mEnd) {
+	// In float seconds first: a tiny rate's offset overflows a Duration.
+	offset := float64(p.next.Add(1)-1) / p.rate
+	if offset >= p.end.Sub(p.start).Seconds() {
 		return false
 	}
-	if d := time.Until(at); d > 0 {
+	if d := time.Until(p.start.Add(time.Duration(offset * float64(time.Second)))); d > 0 {
 		sleepCtx(ctx, d)
 	}
 	return ctx.Err() == nil

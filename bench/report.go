@@ -59,12 +59,26 @@ type E2EResult struct {
 	// AppliedVsPeakGw is AppliedRate / the round's hmac rps; for a paced
 	// run, WindowApplied / hmac rps.
 	AppliedVsPeakGw float64 `json:"applied_vs_gateway_peak"`
-	// A paced run's: the offered rate, the applied rate inside the
-	// measured window, and the lag at its end and at most within it.
-	Offered       float64 `json:"offered_per_s,omitempty"`
-	WindowApplied float64 `json:"applied_per_s_in_window,omitempty"`
-	WindowLagEnd  uint64  `json:"lag_at_window_end,omitempty"`
-	WindowLagMax  uint64  `json:"lag_max_in_window,omitempty"`
+	// Offered is a paced run's rate (0: not paced).
+	Offered float64 `json:"offered_per_s,omitempty"`
+	// The measured window as the monitor saw it: its length (0: a sample
+	// at an edge failed, so the rest is not measured), the applied rate
+	// inside it, and the lag at its end and at most within it.
+	WindowSeconds float64 `json:"window_s"`
+	WindowApplied float64 `json:"applied_per_s_in_window"`
+	WindowLagEnd  uint64  `json:"lag_at_window_end"`
+	WindowLagMax  uint64  `json:"lag_max_in_window"`
+}
+
+// PacedResult is a paced end-to-end configuration over the rounds whose
+// window was measured: medians of the offered and the in-window applied
+// rates, the largest lags of any of those rounds.
+type PacedResult struct {
+	Rounds        int     `json:"rounds_measured"`
+	Offered       float64 `json:"offered_per_s"`
+	WindowApplied float64 `json:"applied_per_s_in_window"`
+	LagEnd        uint64  `json:"lag_at_window_end_max"`
+	LagMax        uint64  `json:"lag_max_in_window"`
 }
 
 // Point is one sample of the end-to-end timeline.
@@ -102,13 +116,9 @@ type ConfigResult struct {
 	AppliedPeak  float64 `json:"applied_per_s_peak_1s,omitempty"`
 	DrainSeconds float64 `json:"drain_seconds_max,omitempty"`
 	Drained      *bool   `json:"drained,omitempty"`
-	// Paced end to end only: medians of the offered and the in-window
-	// applied rates, the largest lags of any round.
-	Offered       float64 `json:"offered_per_s,omitempty"`
-	WindowApplied float64 `json:"applied_per_s_in_window,omitempty"`
-	WindowLagEnd  uint64  `json:"lag_at_window_end_max,omitempty"`
-	WindowLagMax  uint64  `json:"lag_max_in_window,omitempty"`
-	hist          *Histogram
+	// Paced end to end only (nil otherwise).
+	Paced *PacedResult `json:"paced,omitempty"`
+	hist  *Histogram
 }
 
 // Settings are the knobs a report was made with.
@@ -227,12 +237,21 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 			if r.E2E != nil {
 				applied = append(applied, r.E2E.AppliedRate)
 				peaks = append(peaks, r.E2E.AppliedPeak)
-				appliedVs = append(appliedVs, r.E2E.AppliedVsPeakGw)
+				if r.E2E.Offered == 0 || r.E2E.WindowSeconds > 0 {
+					// A paced round's ratio is its window's.
+					appliedVs = append(appliedVs, r.E2E.AppliedVsPeakGw)
+				}
 				cr.DrainSeconds = max(cr.DrainSeconds, r.E2E.DrainSeconds)
-				if r.E2E.Offered > 0 {
-					offered, inWindow = append(offered, r.E2E.Offered), append(inWindow, r.E2E.WindowApplied)
-					cr.WindowLagEnd = max(cr.WindowLagEnd, r.E2E.WindowLagEnd)
-					cr.WindowLagMax = max(cr.WindowLagMax, r.E2E.WindowLagMax)
+				if e := r.E2E; e.Offered > 0 {
+					if cr.Paced == nil {
+						cr.Paced = &PacedResult{}
+					}
+					if e.WindowSeconds > 0 {
+						cr.Paced.Rounds++
+						offered, inWindow = append(offered, e.Offered), append(inWindow, e.WindowApplied)
+						cr.Paced.LagEnd = max(cr.Paced.LagEnd, e.WindowLagEnd)
+						cr.Paced.LagMax = max(cr.Paced.LagMax, e.WindowLagMax)
+					}
 				}
 				d := r.E2E.Drained && (cr.Drained == nil || *cr.Drained)
 				cr.Drained = &d
@@ -246,8 +265,8 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 		cr.P50ms, cr.P99ms, cr.P999ms = ms(cr.hist.Quantile(0.5)), ms(cr.hist.Quantile(0.99)), ms(cr.hist.Quantile(0.999))
 		cr.ServerCPUus, cr.ClientCPUus, cr.OtherCPUs = median(srv), median(cli), median(other)
 		cr.AppliedRate, cr.AppliedVsPeakGw, cr.AppliedPeak = median(applied), median(appliedVs), median(peaks)
-		if len(offered) > 0 {
-			cr.Offered, cr.WindowApplied = median(offered), median(inWindow)
+		if cr.Paced != nil {
+			cr.Paced.Offered, cr.Paced.WindowApplied = median(offered), median(inWindow)
 		}
 		out = append(out, cr)
 	}
@@ -306,9 +325,11 @@ func (r *Report) WriteTable(w io.Writer) {
 		}
 	}
 	for _, c := range r.Configs {
-		if c.Drained != nil && c.Offered > 0 {
+		if p := c.Paced; c.Drained != nil && p != nil && p.Rounds == 0 {
+			fmt.Fprintf(w, "\nend to end, paced: the measured window's edges could not be sampled in any round; lag back to 0: %t\n", *c.Drained)
+		} else if c.Drained != nil && p != nil {
 			fmt.Fprintf(w, "\nend to end, paced: %.0f requests/s offered, the gateway answered %.0f/s, the consumer applied %.0f/s in the measured window (%.2fx the hmac gateway's %.0f rps); lag at the window's end %d events, at most %d in it; back to 0: %t, %.1fs after the load (worst round)\n",
-				c.Offered, c.RPS, c.WindowApplied, c.AppliedVsPeakGw, r.config("hmac").RPS, c.WindowLagEnd, c.WindowLagMax, *c.Drained, c.DrainSeconds)
+				p.Offered, c.RPS, p.WindowApplied, c.AppliedVsPeakGw, r.config("hmac").RPS, p.LagEnd, p.LagMax, *c.Drained, c.DrainSeconds)
 		} else if c.Drained != nil {
 			fmt.Fprintf(w, "\nend to end: consumer applied %.0f events/s (%.2fx the hmac gateway's %0.f rps) from the burst's start until the lag was 0, at best %.0f/s in 1 s; lag back to 0: %t, %.1fs after the burst (worst round)\n",
 				c.AppliedRate, c.AppliedVsPeakGw, r.config("hmac").RPS, c.AppliedPeak, *c.Drained, c.DrainSeconds)
@@ -403,11 +424,15 @@ func (r *Report) goals() {
 			fmt.Sprintf("%.2fx (%.0f applied/s vs %.0f rps; best 1 s: %.0f/s = %.2fx)", e.AppliedVsPeakGw, e.AppliedRate, hm.RPS, e.AppliedPeak, e.AppliedPeak/hm.RPS), yesNo(e.AppliedVsPeakGw >= 0.5))
 		add("lag returns to zero after a burst", fmt.Sprintf("%t, within %.1fs", *e.Drained, e.DrainSeconds), yesNo(*e.Drained))
 	}
-	if p := r.config("sustained"); p.Rounds > 0 && p.Drained != nil && hm.RPS > 0 {
-		add("consumer applies >= 0.5x the gateway's peak rate, keeping up with a load paced at it (gateway and consumer on the same CPUs)",
-			fmt.Sprintf("%.2fx (%.0f applied/s in the window; offered %.0f/s = %.2fx the hmac gateway's %.0f rps, answered %.0f/s; lag at the window's end %d, at most %d)",
-				p.AppliedVsPeakGw, p.WindowApplied, p.Offered, p.Offered/hm.RPS, hm.RPS, p.RPS, p.WindowLagEnd, p.WindowLagMax),
-			verdict(keptUp(p, hm.RPS), p, hm))
+	if c := r.config("sustained"); c.Rounds > 0 && c.Drained != nil && c.Paced != nil && hm.RPS > 0 {
+		const goal = "consumer applies >= 0.5x the gateway's peak rate, keeping up with a load paced at it (gateway and consumer on the same CPUs)"
+		if p := c.Paced; p.Rounds == 0 {
+			add(goal, "not measured: the window's edges could not be sampled", "n/a")
+		} else {
+			add(goal, fmt.Sprintf("%.2fx (%.0f applied/s in the window; offered %.0f/s = %.2fx the hmac gateway's %.0f rps, answered %.0f/s; lag at the window's end %d, at most %d)",
+				c.AppliedVsPeakGw, p.WindowApplied, p.Offered, p.Offered/hm.RPS, hm.RPS, c.RPS, p.LagEnd, p.LagMax),
+				verdict(keptUp(c, hm.RPS), c, hm))
+		}
 	}
 	if k := r.Keys; k != nil {
 		total := k.Fill.BytesPerKey + k.Fill.GrantsPerKey
@@ -429,9 +454,10 @@ func (r *Report) goals() {
 // edges, which the samples catch at slightly different moments), and was
 // less than a second of the load behind at the window's end, and the lag
 // returned to 0 afterwards.
-func keptUp(p ConfigResult, peak float64) bool {
-	return p.Offered >= 0.5*peak && p.RPS >= 0.98*p.Offered && p.WindowApplied >= 0.98*p.RPS &&
-		float64(p.WindowLagEnd) <= p.Offered && *p.Drained
+func keptUp(c ConfigResult, peak float64) bool {
+	p := c.Paced
+	return p != nil && p.Rounds > 0 && c.Drained != nil && *c.Drained &&
+		p.Offered >= 0.5*peak && c.RPS >= 0.98*p.Offered && p.WindowApplied >= 0.98*c.RPS && float64(p.LagEnd) <= p.Offered
 }
 
 // WriteJSON writes the report as indented JSON to path.
@@ -453,13 +479,27 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		gap    = 8.0
 		right  = 150.0
 	)
+	type bar struct {
+		label string
+		v     float64
+		text  string
+		color string
+	}
+	// consumerBar is the row under an end-to-end configuration: what its
+	// consumer applied.
+	consumerBar := func(c ConfigResult) (bar, bool) {
+		if p := c.Paced; p != nil {
+			return bar{"  consumer applied in the window", p.WindowApplied, fmt.Sprintf("%.0f/s  %.2fx gw", p.WindowApplied, c.AppliedVsPeakGw), "#27ae60"}, p.Rounds > 0
+		}
+		return bar{"  consumer applied (GRANTS)", c.AppliedRate, fmt.Sprintf("%.0f/s  %.2fx gw", c.AppliedRate, c.AppliedVsPeakGw), "#27ae60"}, c.Name == "e2e" && c.AppliedRate > 0
+	}
 	n := float64(len(r.Configs))
-	panelH := 40 + n*(barH+gap) + 30
 	for _, c := range r.Configs {
-		if c.AppliedRate > 0 {
-			panelH += barH + gap
+		if _, ok := consumerBar(c); ok {
+			n++
 		}
 	}
+	panelH := 40 + n*(barH+gap) + 30
 	height := 60 + 2*panelH + 20
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
@@ -473,12 +513,6 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(&b, `<text x="%.0f" y="42" font-size="12" text-anchor="middle" fill="#555">%s, %s; other processes kept up to %.2f CPUs busy</text>`+"\n",
 		width/2, html.EscapeString(r.Machine), r.Time.Format("2006-01-02 15:04 MST"), noise)
 	floor := r.config("floor")
-	type bar struct {
-		label string
-		v     float64
-		text  string
-		color string
-	}
 	panel := func(y0 float64, title string, bars []bar, refs []struct {
 		v     float64
 		label string
@@ -519,10 +553,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	for _, c := range r.Configs {
 		tp = append(tp, bar{c.Label, c.RPS, fmt.Sprintf("%.0f/s  %.2fx", c.RPS, c.RatioRPS), color(c)})
 		lat = append(lat, bar{c.Label, c.P99ms, fmt.Sprintf("%.2f ms  %.2fx", c.P99ms, c.RatioP99), color(c)})
-		if c.Offered > 0 {
-			tp = append(tp, bar{"  consumer applied in the window", c.WindowApplied, fmt.Sprintf("%.0f/s  %.2fx gw", c.WindowApplied, c.AppliedVsPeakGw), "#27ae60"})
-		} else if c.Name == "e2e" && c.AppliedRate > 0 {
-			tp = append(tp, bar{"  consumer applied (GRANTS)", c.AppliedRate, fmt.Sprintf("%.0f/s  %.2fx gw", c.AppliedRate, c.AppliedVsPeakGw), "#27ae60"})
+		if cb, ok := consumerBar(c); ok {
+			tp = append(tp, cb)
 		}
 	}
 	type ref = struct {

@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -93,8 +94,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	if o.Rounds < 0 || o.Conns < 1 || o.Duration <= 0 || o.Pace < 0 {
-		return usageError{errors.New("-conns and -duration must be positive, -rounds and -pace not negative")}
+	if o.Rounds < 0 || o.Conns < 1 || o.Duration <= 0 || !(o.Pace >= 0) || math.IsInf(o.Pace, 0) {
+		return usageError{errors.New("-conns and -duration must be positive, -rounds not negative, -pace a finite number, 0 or more")}
 	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
