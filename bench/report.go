@@ -453,7 +453,8 @@ func (r *Report) goals() {
 // gateway took within the window (2% for the events in flight at its
 // edges, which the samples catch at slightly different moments), and was
 // less than a second of the load behind at the window's end, and the lag
-// returned to 0 afterwards.
+// returned to 0 afterwards. Halving is exact in floating point, so the
+// median of rates paced at 0.5x is exactly half the median hmac rate.
 func keptUp(c ConfigResult, peak float64) bool {
 	p := c.Paced
 	return p != nil && p.Rounds > 0 && c.Drained != nil && *c.Drained &&
