@@ -15,8 +15,9 @@ import (
 // succeeds, but JetStream answers nothing until a node comes back, as
 // after an embedded server's kill -9 it answers nothing while it recovers.
 // Meanwhile serve must listen: /healthz 200 (a liveness probe refused
-// then killed the process, which started its recovery over), /readyz and
-// webhooks 503 with Retry-After, nothing stored; the "listening on" line
+// then killed the process, which started its recovery over), /metrics 200
+// with hookgate_starting 1, /readyz and webhooks 503 with Retry-After,
+// nothing stored; the "listening on" line
 // only once webhooks are taken. Then a node comes back and the same
 // address takes webhooks.
 func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
@@ -65,6 +66,9 @@ func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
 	if r := get("/readyz"); r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "starting") {
 		t.Fatalf("/readyz while starting: %d, Retry-After %q, %s", r.status, r.header.Get("Retry-After"), r.body)
 	}
+	if r := get("/metrics"); r.status != http.StatusOK || !strings.Contains(r.body, "\nhookgate_starting 1\n") || !strings.Contains(r.body, "go_goroutines") {
+		t.Fatalf("/metrics while starting: %d, want 200 with hookgate_starting 1 and the Go series:\n%.600s", r.status, r.body)
+	}
 	body := []byte(`{"grant_id":"G-start","type":"award.made","occurred_at":"2026-12-02T08:00:00Z"}`)
 	r := post(t, base+"/webhooks/grants", signGrants(t, "evt-while-starting", body), body)
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "starting") {
@@ -99,6 +103,9 @@ func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
 		t.Fatalf("webhook once ready: %d %s", r.status, r.body)
 	}
 	waitFor(t, "/readyz 200", 30*time.Second, func() bool { return get("/readyz").status == http.StatusOK })
+	if m := get("/metrics"); !strings.Contains(m.body, "\nhookgate_starting 0\n") || !strings.Contains(m.body, "hookgate_gateway_requests_total") {
+		t.Fatalf("/metrics once ready: %d, want hookgate_starting 0 and the gateway's series:\n%.600s", m.status, m.body)
+	}
 	if got := storedKeys(t, c.client()); fmt.Sprint(got) != "[grants:default:evt:evt-while-starting]" {
 		t.Fatalf("WEBHOOKS holds %v, want the one event stored once", got)
 	}

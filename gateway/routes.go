@@ -66,14 +66,16 @@ func (s *server) handleMetrics() http.Handler {
 // store: the embedded server's recovery after a kill -9 (about a second
 // per GB stored), an external cluster's connect retries, the streams'
 // provisioning. /healthz answers 200, so a liveness probe does not kill a
-// process that is recovering (and make it start over); /readyz, /metrics
-// and webhooks to a configured provider answer 503 with Retry-After, and
-// nothing is stored, so senders retry; an unknown provider is 404 as
-// ever. webhooks says which routes the listener serves: NewServer's
-// (webhooks, and the admin routes when http.admin_listen is empty), or
-// else NewAdminHandler's. Safe for concurrent use.
-func NewStartingHandler(cfg *config.Config, webhooks bool) http.Handler {
-	s := &server{deps: Deps{Ready: func(context.Context) error { return errStarting }}}
+// process that is recovering (and make it start over); /metrics serves
+// metrics (what is registered so far: a scrape sees the process starting
+// instead of failing); /readyz and webhooks to a configured provider
+// answer 503 with Retry-After, and nothing is stored, so senders retry;
+// an unknown provider is 404 as ever. webhooks says which routes the
+// listener serves: NewServer's (webhooks, and the admin routes when
+// http.admin_listen is empty), or else NewAdminHandler's. A nil metrics
+// serves an empty registry. Safe for concurrent use.
+func NewStartingHandler(cfg *config.Config, webhooks bool, metrics prometheus.Gatherer) http.Handler {
+	s := &server{deps: Deps{Ready: func(context.Context) error { return errStarting }, Gatherer: metrics}}
 	unavailable := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusServiceUnavailable, answer{Error: errStarting.Error() + "; retry later"})
@@ -88,7 +90,7 @@ func NewStartingHandler(cfg *config.Config, webhooks bool) http.Handler {
 			unavailable.ServeHTTP(w, req)
 		})
 	}
-	return s.router(webhook, !webhooks || cfg.HTTP.AdminListen == "", unavailable)
+	return s.router(webhook, !webhooks || cfg.HTTP.AdminListen == "", s.handleMetrics())
 }
 
 // errStarting is what NewStartingHandler's 503s say.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // The webhook route is /webhooks/{provider}: one non-empty segment, POST
@@ -66,8 +67,9 @@ func TestWebhookRoute(t *testing.T) {
 }
 
 // While serve opens the event store its listeners answer: /healthz 200
-// (a liveness probe must not kill a recovering process), /readyz, /metrics
-// and webhooks to a configured provider 503 with Retry-After, an unknown
+// (a liveness probe must not kill a recovering process), /metrics 200
+// with what is registered so far, /readyz and webhooks to a configured
+// provider 503 with Retry-After, an unknown
 // provider 404 (review 10), every other route as NewServer's do. A
 // webhook listener with http.admin_listen set has no admin routes, the
 // admin listener no webhooks.
@@ -84,6 +86,11 @@ providers:
 		}
 		return c
 	}
+	// What serve registers before the store opens (cmd/hookgate).
+	reg := prometheus.NewRegistry()
+	starting := prometheus.NewGauge(prometheus.GaugeOpts{Name: "hookgate_starting", Help: "test"})
+	starting.Set(1)
+	reg.MustRegister(starting)
 	for _, tc := range []struct {
 		webhooks     bool
 		adminListen  string
@@ -94,7 +101,9 @@ providers:
 		{true, "", http.MethodGet, "/healthz", http.StatusOK, `"status":"ok"`},
 		{true, "", http.MethodHead, "/healthz", http.StatusOK, ""},
 		{true, "", http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
-		{true, "", http.MethodGet, "/metrics", http.StatusServiceUnavailable, "starting"},
+		{true, "", http.MethodGet, "/metrics", http.StatusOK, "hookgate_starting 1"},
+		{false, "127.0.0.1:0", http.MethodGet, "/metrics", http.StatusOK, "hookgate_starting 1"},
+		{true, "127.0.0.1:0", http.MethodGet, "/metrics", http.StatusNotFound, "no such endpoint"},
 		{true, "", http.MethodPost, "/webhooks/p", http.StatusServiceUnavailable, "starting: the event store is being opened; retry later"},
 		{true, "", http.MethodPost, "/webhooks/any-name", http.StatusNotFound, `unknown provider \"any-name\"`},
 		{true, "", http.MethodGet, "/webhooks/p", http.StatusMethodNotAllowed, "POST"},
@@ -106,7 +115,7 @@ providers:
 		{false, "127.0.0.1:0", http.MethodPost, "/webhooks/p", http.StatusNotFound, "no such endpoint"},
 		{false, "", http.MethodGet, "/readyz", http.StatusServiceUnavailable, "not ready: starting"},
 	} {
-		h := gateway.NewStartingHandler(cfg(tc.adminListen), tc.webhooks)
+		h := gateway.NewStartingHandler(cfg(tc.adminListen), tc.webhooks, reg)
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(`{"id":"x"}`))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -117,7 +126,7 @@ providers:
 		if ra := w.Header().Get("Retry-After"); (w.Code == http.StatusServiceUnavailable) != (ra != "") {
 			t.Errorf("%s: status %d with Retry-After %q", name, w.Code, ra)
 		}
-		if ct := w.Header().Get("Content-Type"); tc.method != http.MethodHead && ct != "application/json" {
+		if ct := w.Header().Get("Content-Type"); tc.method != http.MethodHead && ct != "application/json" && !(tc.path == "/metrics" && strings.HasPrefix(ct, "text/plain")) {
 			t.Errorf("%s: Content-Type %q", name, ct)
 		}
 	}

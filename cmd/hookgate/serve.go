@@ -61,7 +61,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	}
-	listeners, err := openListeners(cfg, tlsCfg, logger)
+	// /metrics answers from the start: a scrape during a long recovery
+	// sees hookgate_starting 1 and the process's series, not a failure.
+	reg := prometheus.NewRegistry()
+	starting := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hookgate_starting",
+		Help: "1 while serve opens the event store (the embedded server's recovery after an unclean stop, an external cluster's connect retries, the streams' provisioning), 0 once it takes webhooks.",
+	})
+	starting.Set(1)
+	reg.MustRegister(starting, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	listeners, err := openListeners(cfg, tlsCfg, logger, reg)
 	if err != nil {
 		if lock != nil {
 			_ = lock.Close()
@@ -88,8 +97,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer sys.Close()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	auditFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookgate_audit_write_failures_total",
 		Help: "AUDIT records that could not be written (logged).",
@@ -160,6 +167,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		l.h.set(gw)
 	}
+	starting.Set(0)
 	handedOver = true
 	var servers []*http.Server
 	for _, l := range listeners {
@@ -275,11 +283,11 @@ type listener struct {
 // openListeners listens on http.listen and http.admin_listen as the
 // roles need, each serving gateway.NewStartingHandler until handed the
 // real handler.
-func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger) ([]listener, error) {
+func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, metrics prometheus.Gatherer) ([]listener, error) {
 	var out []listener
 	add := func(addr string, webhooks bool, format string) error {
 		h := &handoff{}
-		h.set(gateway.NewStartingHandler(cfg, webhooks))
+		h.set(gateway.NewStartingHandler(cfg, webhooks, metrics))
 		srv, ln, err := listen(cfg, tlsCfg, addr, h, logger)
 		if err != nil {
 			for _, l := range out {
@@ -291,9 +299,9 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger) 
 		what := "webhooks answer 503 until the event store is open"
 		switch {
 		case !webhooks:
-			what = "/healthz answers, /readyz and /metrics 503 until the event store is open"
+			what = "/healthz and /metrics answer, /readyz 503 until the event store is open"
 		case cfg.HTTP.AdminListen == "":
-			what = "/healthz answers, webhooks, /readyz and /metrics 503 until the event store is open"
+			what = "/healthz and /metrics answer, webhooks and /readyz 503 until the event store is open"
 		}
 		logger.Info("http listening while starting: "+what, slog.String("addr", ln.Addr().String()))
 		return nil
