@@ -35,7 +35,7 @@ fuzz:
 BENCH      := bin/hookgate-bench
 BENCHFLAGS ?=
 
-## bench: hookgate vs the floor in one run (issue 6): bench/results/latest.{txt,json,svg}, CPU flame graphs; ~8-10 min
+## bench: hookgate vs the floor in one run (issue 6): bench/results/latest.{txt,json,svg}, CPU flame graphs; -rounds 3 took 11 min on this release's machine (the default is 2)
 ## (the tracked-key part waits out the 2 m dedup.window for its steady state)
 ## smoke: make bench BENCHFLAGS="-duration 3s -warmup 1s -rounds 1 -keys 100000 -keys-window 1s -profile-duration 3s"
 bench: build
