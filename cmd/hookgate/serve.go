@@ -66,7 +66,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reg := prometheus.NewRegistry()
 	starting := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hookgate_starting",
-		Help: "1 while serve opens the event store (the embedded server's recovery after an unclean stop, an external cluster's connect retries, the streams' provisioning), 0 once it takes webhooks.",
+		Help: "1 while serve opens the event store (the embedded server's recovery after an unclean stop, an external cluster's connect retries, the streams' provisioning) and the embedded gateway's key index, 0 once it takes webhooks.",
 	})
 	starting.Set(1)
 	reg.MustRegister(starting, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -167,7 +167,6 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		l.h.set(gw)
 	}
-	starting.Set(0)
 	handedOver = true
 	var servers []*http.Server
 	for _, l := range listeners {
@@ -196,6 +195,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		for _, l := range listeners {
 			fmt.Fprintln(stdout, l.line)
 		}
+		// Webhooks are taken now (the key index is open).
+		starting.Set(0)
 	}
 	if watchClaim {
 		// An embedded hookgate this gateway shares NATS with may start
