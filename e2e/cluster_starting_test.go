@@ -12,14 +12,14 @@ import (
 
 // TestClusterServeAnswersProbesWhileStarting starts serve while its
 // cluster has lost its quorum (two of three nodes killed): the first dial
-// succeeds, but JetStream answers nothing until a node comes back, as
+// succeeds, but JetStream answers nothing until the nodes come back, as
 // after an embedded server's kill -9 it answers nothing while it recovers.
 // Meanwhile serve must listen: /healthz 200 (a liveness probe refused
 // then killed the process, which started its recovery over), /metrics 200
 // with hookgate_starting 1, /readyz and webhooks 503 with Retry-After,
 // nothing stored; the "listening on" line
-// only once webhooks are taken. Then a node comes back and the same
-// address takes webhooks.
+// only once webhooks are taken. Then both nodes come back (creating an
+// R3 stream needs three peers) and the same address takes webhooks.
 func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
 	t.Parallel()
 	c := startCluster(t)

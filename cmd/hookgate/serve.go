@@ -50,9 +50,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	// Listen before the event store opens, with handlers that answer
-	// /healthz and 503 the rest: the embedded server's recovery after a
-	// kill -9 takes about a second per GB, and a liveness probe refused
-	// meanwhile killed the process, which then started its recovery over.
+	// /healthz and /metrics and 503 the rest: the embedded server's
+	// recovery after a kill -9 takes about a second per GB, and a liveness
+	// probe refused meanwhile killed the process, which then started its
+	// recovery over.
 	// data_dir's lock comes first, so a second serve on it still names
 	// the holder instead of a busy port.
 	var lock *os.File
