@@ -259,15 +259,25 @@ func TestRedeliverOutstanding(t *testing.T) {
 		t.Fatal(err)
 	}
 	// fetch gets up to n deliveries, acknowledges stream sequence 2's and
-	// hands back nak's, and returns their stream sequences.
+	// hands back nak's, and returns their stream sequences. It answers
+	// only once the whole batch is in: a nak sent while the pull is still
+	// open lets the server deliver that message again in the same batch,
+	// ahead of the ones not yet sent (a redelivery goes first).
 	fetch := func(n int, nak uint64) []uint64 {
 		t.Helper()
 		batch, err := cons.Fetch(n, js.FetchMaxWait(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var seqs []uint64
+		var msgs []js.Msg
 		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, m := range msgs {
 			meta, err := m.Metadata()
 			if err != nil {
 				t.Fatal(err)
