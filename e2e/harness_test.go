@@ -9,7 +9,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
+
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,15 +44,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freePort returns a loopback port nobody listens on right now.
+// freePort returns a loopback port nobody listens on right now, for a
+// listener that binds it later, often again after a restart: nodePort's,
+// outside the kernel's ephemeral range, where a listener on port 0 or an
+// outgoing connection of another test could take it meanwhile.
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return nodePort(t)
 }
 
 // instance is one running hookgate process.

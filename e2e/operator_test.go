@@ -260,7 +260,7 @@ func TestReplayRangeAndHorizon(t *testing.T) {
 	port := freePort(t)
 	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
 nats: { embedded: { data_dir: %q, listen: "127.0.0.1:`+fmt.Sprint(port)+`", token: "`+natsToken+`" } }
-dedup: { horizon: 3s, window: 1s }
+dedup: { horizon: 8s, window: 1s }
 retention:
   webhooks: { max_age: 1h }
   grants: { max_age: 1h }
@@ -279,7 +279,8 @@ providers:
 	first := []byte(`{"grant_id":"G-1","type":"a","occurred_at":"2026-11-30T10:00:00Z"}`)
 	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_first", first), first), 200, "status", "accepted")
 	waitFor(t, "the first event applied", 30*time.Second, func() bool { return streamMsgs(t, e, "GRANTS") == 1 })
-	// Beyond the horizon once three seconds have passed since it was stored.
+	// Beyond the horizon once eight seconds have passed since it was
+	// stored (the second event below must be replayed within as many).
 	var out string
 	waitFor(t, "the first event beyond the horizon", 30*time.Second, func() bool {
 		out, _, _ = cli(t, "replay", "--dry-run", "--config", cfg)

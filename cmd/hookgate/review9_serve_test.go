@@ -40,12 +40,7 @@ func review9gConfig(t *testing.T, dataDir, natsListen, httpBlock string) string 
 
 func review9gFreeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeAddr(t)
 }
 
 // A tls.cert that exists but is no certificate (a key pasted into the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -295,12 +296,37 @@ func TestReviewRemoteGatewayStartsDuringTheUpgradeAndOutlivesTheNarrowing(t *tes
 // freeAddr returns a loopback address nobody listens on right now.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	free, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddrs.Lock()
+	defer freeAddrs.Unlock()
+	if freeAddrs.taken == nil {
+		freeAddrs.taken = map[int]bool{}
 	}
-	defer free.Close()
-	return free.Addr().String()
+	// Below the kernel's ephemeral range (32768 up on Linux): the address
+	// is bound later, often again after a restart, and a port from that
+	// range may meanwhile be taken by a listener on port 0 or an outgoing
+	// connection of a parallel test. Never the same port twice here.
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		if freeAddrs.taken[p] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		freeAddrs.taken[p] = true
+		return addr
+	}
+	t.Fatal("no free port in 20000-31999")
+	return ""
+}
+
+// freeAddrs holds the ports freeAddr handed out in this process.
+var freeAddrs struct {
+	sync.Mutex
+	taken map[int]bool
 }
 
 // previousReleaseStore makes cfg's data_dir the store of the release before
