@@ -3,9 +3,12 @@ package consumer
 import (
 	"errors"
 	"math/big"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
+	_ "time/tzdata" // the child below needs its zone on a machine without zoneinfo
 )
 
 func TestParseOccurredAt(t *testing.T) {
@@ -163,12 +166,25 @@ func TestParseOccurredAtErrors(t *testing.T) {
 }
 
 // TestParseOccurredAtIgnoresLocal runs with the host zone set far from UTC:
-// a zone-less value must still be read as UTC. It changes time.Local, so
-// it must never call t.Parallel.
+// a zone-less value must still be read as UTC. The zone is the process's
+// TZ, so the checks run in a child process of this test binary: setting
+// time.Local here raced (under -race, a failure) with nats-server's
+// process-stats goroutine, which reads it every second in any binary that
+// links the server.
 func TestParseOccurredAtIgnoresLocal(t *testing.T) {
-	saved := time.Local
-	t.Cleanup(func() { time.Local = saved })
-	time.Local = time.FixedZone("UTC+05:30", 5*3600+1800)
+	const childEnv = "HOOKGATE_TEST_TZ_CHILD"
+	if os.Getenv(childEnv) == "" {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestParseOccurredAtIgnoresLocal$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), childEnv+"=1", "TZ=Asia/Kolkata")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestParseOccurredAtIgnoresLocal") {
+			t.Fatalf("the checks in a child with TZ=Asia/Kolkata: %v\n%s", err, out)
+		}
+		return
+	}
+	if name, offset := time.Now().Zone(); offset != 5*3600+1800 {
+		t.Fatalf("TZ=Asia/Kolkata gave the zone %s, offset %ds; want +05:30", name, offset)
+	}
 
 	want := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	for _, raw := range []string{"2026-11-30T10:00:00", "2026-11-30 10:00:00", "2026-11-30T10:00:00Z", "2026-11-30T15:30:00+05:30", "1796032800"} {

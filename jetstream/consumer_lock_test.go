@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -58,19 +59,30 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	<-aDone
 	handedAt := time.Now()
 	waitTrue(t, "b runs after a stopped", func() bool { return running[1].Load() == 1 })
-	if took := time.Since(handedAt); took > a.ttl {
-		t.Errorf("b took over %s after a's stop, longer than the ttl: the lock was not released", took)
+	// Released, b takes it at its next look (consumerLockPoll); not
+	// released, no sooner than the ttl left after a's last renewal (two
+	// thirds of it) plus the grace.
+	if took, unreleased := time.Since(handedAt), a.ttl*2/3+a.grace; took >= unreleased {
+		t.Errorf("b took over %s after a's stop, as late as a lock never released (%s)", took, unreleased)
 	}
 
-	// Someone else writes the entry over b's: b stops running.
-	m, rev, err := b.store.Get(t.Context(), consumerLockKey)
-	if err != nil || m.Lease == nil || m.Lease.Owner != "b" {
-		t.Fatalf("lock %+v, %v; want b's", m, err)
-	}
-	deadUntil := time.Now().Add(b.ttl)
-	dead := consumer.Mark{Lease: &consumer.Lease{Owner: "dead", Key: consumerLockKey, Until: deadUntil}}
-	if _, err := b.store.Put(t.Context(), consumerLockKey, dead, rev); err != nil {
-		t.Fatal(err)
+	// Someone else writes the entry over b's: b stops running. (b renews
+	// meanwhile: a write between our read and ours conflicts, read again.)
+	var deadUntil time.Time
+	for tries := 0; ; tries++ {
+		m, rev, err := b.store.Get(t.Context(), consumerLockKey)
+		if err != nil || m.Lease == nil || m.Lease.Owner != "b" {
+			t.Fatalf("lock %+v, %v; want b's", m, err)
+		}
+		deadUntil = time.Now().Add(b.ttl)
+		dead := consumer.Mark{Lease: &consumer.Lease{Owner: "dead", Key: consumerLockKey, Until: deadUntil}}
+		_, err = b.store.Put(t.Context(), consumerLockKey, dead, rev)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, consumer.ErrConflict) || tries == 10 {
+			t.Fatal(err)
+		}
 	}
 	waitTrue(t, "b stops running once its lock was taken", func() bool { return running[1].Load() == 0 })
 	// "dead" never renews: b takes the lock once it expired and the grace
@@ -118,7 +130,11 @@ func TestLostLockLeavesTheOldRunTimeToDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := testLock(t, ca, "a"), testLock(t, c, "b")
-	// The old run's events take less than ttl/3 + grace to finish.
+	// The old run's events take less than ttl/3 + grace to finish. b's
+	// grace is longer than the drain by a second, so only a stall that
+	// long could make them overlap; without a grace at all b would take
+	// the lock at its expiry, half a second before the drain ends.
+	b.grace = 2 * a.grace
 	h := &twoHolders{drainFirst: a.grace}
 	running, overlap, run := &h.running, &h.overlap, h.run
 	actx, stopA := context.WithCancel(t.Context())
