@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/consumer"
 	"github.com/hookgate/hookgate/event"
@@ -86,11 +87,12 @@ func TestCrashAtEveryStepConverges(t *testing.T) {
 				}
 				return false
 			})
-			r := start(t, env, proc, 1)
+			// The dead process's delivery of k2 comes back after the ack wait.
+			r := startAckWait(t, env, proc, 1, time.Second)
 			waitFor(t, "the crash at "+step, func() bool { mu.Lock(); defer mu.Unlock(); return hit })
 			r.stop()
 
-			start(t, env, newProcessor(env, "second", true, &auditLog{}), 1)
+			startAckWait(t, env, newProcessor(env, "second", true, &auditLog{}), 1, time.Second)
 			waitSettled(t, env)
 			got := snapshot(t, env)
 			if strings.Join(got.grants, "\n") != strings.Join(want.grants, "\n") {

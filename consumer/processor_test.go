@@ -87,10 +87,21 @@ func newProcessor(env *jstest.Env, owner string, watermark bool, audit consumer.
 	})
 }
 
+// start runs proc over env's durable consumer with an ack wait of 10 s: a
+// delivery comes back on its own only after a stall that long, so exact
+// counts of decisions hold on a loaded machine.
 func start(t testing.TB, env *jstest.Env, proc *consumer.Processor, workers int) *runner {
 	t.Helper()
+	return startAckWait(t, env, proc, workers, 10*time.Second)
+}
+
+// startAckWait is start with the given ack wait, for a test whose
+// "process" dies without acknowledging (its deliveries come back after
+// the ack wait).
+func startAckWait(t testing.TB, env *jstest.Env, proc *consumer.Processor, workers int, ackWait time.Duration) *runner {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: 256, AckWait: time.Second})
+	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: 256, AckWait: ackWait})
 	if err != nil {
 		t.Fatal(err)
 	}
