@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -211,14 +212,22 @@ type harness struct {
 	nonce string
 }
 
-// freePort returns a loopback port nobody listens on right now.
+// freePort returns a loopback port nobody listens on right now, for the
+// embedded NATS server the child binds a moment later: from below the
+// kernel's ephemeral range (32768 up on Linux), where a listener on port
+// 0 or an outgoing connection elsewhere on the machine (a test run beside
+// the bench's) would not take it meanwhile.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	for range 1000 {
+		p := 20000 + mathrand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p, nil
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return 0, errors.New("no free loopback port in 20000-31999")
 }
 
 // server starts c's server in dir: the floor child, or hookgate serve on a

@@ -65,14 +65,17 @@ type LoadOptions struct {
 
 // LoadResult is what one load run measured.
 type LoadResult struct {
-	Measured   uint64        // requests started and finished inside the window
-	Window     time.Duration // the measured window
-	RPS        float64       // Measured / Window
-	Latency    *Histogram    // of the measured requests
-	Sent       uint64        // every request, warm-up included
-	Accepted   uint64        // 200 "accepted", warm-up included
-	Duplicates uint64        // 200 "duplicate", warm-up included
-	Errors     uint64        // non-200 answers and transport errors, warm-up included
+	Measured uint64        // requests started and finished inside the window
+	Window   time.Duration // the measured window
+	RPS      float64       // Measured / Window
+	Latency  *Histogram    // of the measured requests
+	Sent     uint64        // every request, warm-up included
+	// Slots is a paced load's schedule: how many requests fall due before
+	// its end, warm-up included (0: not paced). Sent never exceeds it.
+	Slots      uint64
+	Accepted   uint64 // 200 "accepted", warm-up included
+	Duplicates uint64 // 200 "duplicate", warm-up included
+	Errors     uint64 // non-200 answers and transport errors, warm-up included
 	Statuses   map[int]uint64
 	FirstError string
 }
@@ -134,7 +137,7 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 	case <-windowDone:
 	case <-ctx.Done():
 	}
-	res := LoadResult{Window: o.Duration, Latency: &Histogram{}, Statuses: map[int]uint64{}}
+	res := LoadResult{Window: o.Duration, Latency: &Histogram{}, Statuses: map[int]uint64{}, Slots: pace.slots()}
 	for i := range results {
 		r := &results[i]
 		res.Latency.Merge(&r.hist)
@@ -267,15 +270,46 @@ func (p *pacer) wait(ctx context.Context) bool {
 	if p.rate <= 0 {
 		return true
 	}
-	// In float seconds first: a tiny rate's offset overflows a Duration.
-	offset := float64(p.next.Add(1)-1) / p.rate
-	if offset >= p.end.Sub(p.start).Seconds() {
+	due, ok := p.due(p.next.Add(1) - 1)
+	if !ok {
 		return false
 	}
-	if d := time.Until(p.start.Add(time.Duration(offset * float64(time.Second)))); d > 0 {
+	if d := time.Until(due); d > 0 {
 		sleepCtx(ctx, d)
 	}
 	return ctx.Err() == nil
+}
+
+// due is when slot k (0 first) falls due: k/rate after the start; false
+// when that is at or past the end.
+func (p *pacer) due(k uint64) (time.Time, bool) {
+	// In float seconds first: a tiny rate's offset overflows a Duration.
+	offset := float64(k) / p.rate
+	if offset >= p.end.Sub(p.start).Seconds() {
+		return time.Time{}, false
+	}
+	return p.start.Add(time.Duration(offset * float64(time.Second))), true
+}
+
+// slots is how many slots fall due before the end (0 without a rate).
+func (p *pacer) slots() uint64 {
+	if p.rate <= 0 {
+		return 0
+	}
+	n := uint64(max(0, math.Ceil(p.end.Sub(p.start).Seconds()*p.rate)))
+	// Settle the float product's rounding against due's own test.
+	for n > 0 {
+		if _, ok := p.due(n - 1); ok {
+			break
+		}
+		n--
+	}
+	for {
+		if _, ok := p.due(n); !ok {
+			return n
+		}
+		n++
+	}
 }
 
 func (r *workerResult) fail(status int, err error) {

@@ -129,15 +129,69 @@ func TestLoadPaced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Worker id's k-th slot is at (k*conns+id)/rate from the start; the
-	// slots before the end are the first rate*(warmup+window) of them.
-	slots := uint64(rate * (warmup + window).Seconds())
-	if res.Errors != 0 || res.Sent > slots || res.Sent < slots*8/10 {
-		t.Fatalf("sent %d (errors %d, first %q) at %.0f/s over %s: want at most the schedule's %d slots and most of them",
-			res.Sent, res.Errors, res.FirstError, rate, warmup+window, slots)
+	// The schedule runs from the load's start, warm-up included: the
+	// slots before its end are the first rate*(warmup+window) ones. How
+	// many of them went out in time is the machine's business (a
+	// benchmark's figure), never more than the schedule.
+	if slots := uint64(rate * (warmup + window).Seconds()); res.Slots != slots {
+		t.Fatalf("a schedule of %d slots at %.0f/s over %s, want %d", res.Slots, rate, warmup+window, slots)
+	}
+	if res.Errors != 0 || res.Sent == 0 || res.Sent > res.Slots {
+		t.Fatalf("sent %d (errors %d, first %q): want some and at most the schedule's %d slots",
+			res.Sent, res.Errors, res.FirstError, res.Slots)
 	}
 	if _, err := Load(t.Context(), LoadOptions{Addr: "127.0.0.1:1", Conns: 1, Duration: time.Millisecond, Rate: -1}); err == nil {
 		t.Fatal("a negative rate was taken")
+	}
+}
+
+// The connections share one schedule: slot k falls due k/rate after the
+// start, each slot goes to exactly one connection, and none past the end.
+// The pacer's start lies in the past here, so no slot waits: the test
+// checks the hand-out, not the clock.
+func TestPacerSharedSchedule(t *testing.T) {
+	start := time.Now().Add(-time.Hour)
+	p := &pacer{start: start, end: start.Add(time.Second), rate: 200}
+	if got := p.slots(); got != 200 {
+		t.Fatalf("slots = %d, want 200", got)
+	}
+	for k, want := range map[uint64]time.Duration{0: 0, 1: 5 * time.Millisecond, 199: 995 * time.Millisecond} {
+		if due, ok := p.due(k); !ok || due.Sub(start) != want {
+			t.Errorf("slot %d due %s after the start (%t), want %s", k, due.Sub(start), ok, want)
+		}
+	}
+	if _, ok := p.due(200); ok {
+		t.Error("slot 200 falls due at the end, want none")
+	}
+	const conns = 4
+	var wg sync.WaitGroup
+	taken := make([]int, conns)
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p.wait(t.Context()) {
+				taken[i]++
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range taken {
+		total += n
+	}
+	if total != 200 || p.next.Load() < 200 {
+		t.Fatalf("the connections took %v slots (%d), want 200 between them", taken, total)
+	}
+	for _, tc := range []struct {
+		rate float64
+		span time.Duration
+		want uint64
+	}{{0, time.Second, 0}, {1e-10, time.Second, 1}, {3, time.Second, 3}, {3, 1001 * time.Millisecond, 4}, {0.5, 10 * time.Second, 5}} {
+		p := &pacer{start: start, end: start.Add(tc.span), rate: tc.rate}
+		if got := p.slots(); got != tc.want {
+			t.Errorf("rate %g over %s: %d slots, want %d", tc.rate, tc.span, got, tc.want)
+		}
 	}
 }
 

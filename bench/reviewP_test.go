@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"math"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,53 +172,5 @@ func TestReviewPSVGPacedRowHeight(t *testing.T) {
 		if title-goal < 30 {
 			t.Errorf("applied %.0f/s: the throughput panel's goal label (y %.0f) sits %.0f px above the latency title (y %.0f); %.0f with the row counted", applied, goal, title-goal, title, 40.0)
 		}
-	}
-}
-
-// A stronger pacing check than TestLoadPaced (which passes with the
-// interleaving term dropped or the schedule starting at the window rather
-// than the load): the arrivals are spread, not in bursts of Conns, the
-// warm-up is paced too, and the measured rate is the rate. It passes on
-// 83c9a44; it is here to catch those mutations.
-func TestReviewPPacedSpreadAndWarmup(t *testing.T) {
-	var mu sync.Mutex
-	var at []time.Time
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		at = append(at, time.Now())
-		mu.Unlock()
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, `{"status":"accepted"}`)
-	}))
-	defer srv.Close()
-	const conns, rate = 4, 200.0
-	warmup, window := 200*time.Millisecond, 600*time.Millisecond
-	t0 := time.Now()
-	res, err := Load(context.Background(), LoadOptions{
-		Addr: strings.TrimPrefix(srv.URL, "http://"), Path: "/webhooks/x",
-		Conns: conns, Warmup: warmup, Duration: window, BodySize: 100, IDPrefix: "evt_rs", Rate: rate,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var inWarmup, close int
-	for i, a := range at {
-		if a.Before(t0.Add(warmup)) {
-			inWarmup++
-		}
-		if i > 0 && a.Sub(at[i-1]) < time.Millisecond {
-			close++
-		}
-	}
-	if want := int(rate * warmup.Seconds()); inWarmup < want/2 {
-		t.Errorf("%d requests in the warm-up, want about %d: the schedule starts at the load's start", inWarmup, want)
-	}
-	if close > len(at)*3/10 {
-		t.Errorf("%d of %d arrivals within 1ms of the previous one: the connections' slots do not interleave", close, len(at))
-	}
-	if res.RPS < 0.9*rate || res.RPS > 1.05*rate {
-		t.Errorf("measured %.0f/s at a rate of %.0f/s", res.RPS, rate)
 	}
 }

@@ -38,14 +38,7 @@ func TestReview9HFloodAcrossWindowsCountsEachOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(2500 * time.Millisecond)
-	total, recs := 0, 0
-	for _, r := range audit.snapshot() {
-		if r.Decision == event.DecisionRejected {
-			total += 1 + r.Suppressed
-			recs++
-		}
-	}
+	total, recs := review9fAccounted(audit, int(sent.Load()))
 	if int64(total) != sent.Load() {
 		t.Fatalf("records account for %d of %d rejected requests (%d records)", total, sent.Load(), recs)
 	}
