@@ -216,10 +216,11 @@ type harness struct {
 // embedded NATS server the child binds a moment later: from below the
 // kernel's ephemeral range (32768 up on Linux), where a listener on port
 // 0 or an outgoing connection elsewhere on the machine (a test run beside
-// the bench's) would not take it meanwhile.
+// the bench's) would not take it meanwhile; and outside the ranges the
+// project's tests pick from (e2e 20000-31999, cmd/hookgate 12000-19999).
 func freePort() (int, error) {
 	for range 1000 {
-		p := 20000 + mathrand.IntN(12000)
+		p := 10000 + mathrand.IntN(2000)
 		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
 			continue
@@ -227,7 +228,7 @@ func freePort() (int, error) {
 		ln.Close()
 		return p, nil
 	}
-	return 0, errors.New("no free loopback port in 20000-31999")
+	return 0, errors.New("no free loopback port in 10000-11999")
 }
 
 // server starts c's server in dir: the floor child, or hookgate serve on a

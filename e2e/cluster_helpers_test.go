@@ -93,7 +93,9 @@ var (
 // nodePort picks a free loopback port for a node below the kernel's
 // ephemeral range (32768 up on Linux): a restarted node must get its
 // ports back, and a port from that range may meanwhile be the source port
-// of some outgoing connection (a client reconnecting). Never the same
+// of some outgoing connection (a client reconnecting). Other packages'
+// tests pick below 20000 (cmd/hookgate 12000-19999, the bench harness
+// 10000-11999), so they never take a restarted node's. Never the same
 // port twice in this process, so parallel tests do not collide.
 func nodePort(t testing.TB) int {
 	t.Helper()
