@@ -20,12 +20,8 @@ import (
 // nothing stored; the "listening on" line
 // only once webhooks are taken. Then both nodes come back (creating an
 // R3 stream needs three peers) and the same address takes webhooks.
-//
-// Not parallel: serve gives the streams' provisioning 30 s, from its start
-// through the two nodes' restart, the elections and the R3 creates (11 s
-// here alone); beside the other cluster tests' 12 servers on two cores
-// that margin was thin.
 func TestClusterServeAnswersProbesWhileStarting(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t)
 	cfg := writeClusterConfig(t, clusterConfig{natsURL: c.URL()})
 	c.kill9(c.node("n2"))

@@ -255,6 +255,14 @@ func retryProvision(parent context.Context, op func(context.Context) error) erro
 	}
 }
 
+// NotAnswering reports whether err says the store did not answer (yet):
+// nothing listening at the NATS address, no answer in time, a cluster
+// without quorum or still electing. Worth trying again later, unlike a
+// refusal (credentials, a request the server turned down).
+func NotAnswering(err error) bool {
+	return transient(err) && !errors.Is(err, ErrAuthorization)
+}
+
 // transient: no answer (timeout, no responders, disconnected), or a
 // cluster that is still forming or electing (no peers online for the
 // replicas yet, no meta leader), as opposed to an answer that refuses.

@@ -92,7 +92,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 
-	sys, err := openSystemLocked(gctx, cfg, logger, "hookgate-serve", readWrite, lock)
+	sys, err := openStore(gctx, cfg, logger, lock)
 	if err != nil {
 		return err
 	}
@@ -372,4 +372,38 @@ func serveHTTP(srv *http.Server, ln net.Listener, cfg *config.Config) error {
 		return nil
 	}
 	return err
+}
+
+// openStore opens the event store for serve. An external cluster that
+// does not answer (nothing listening yet, no quorum: a cluster started
+// after hookgate, or restarting) is waited for, not given up on: serve
+// tries again, pausing 1 s and then up to 10 s between tries, with a
+// warning each time, until it answers or serve is stopped (ctx). Its
+// early listeners answer meanwhile (/healthz 200, /readyz and webhooks 503
+// with Retry-After). Any other error (credentials refused, max_payload too
+// small, a stream's settings refused) ends serve at once.
+func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, lock *os.File) (*system, error) {
+	if cfg.NATS.URL == "" {
+		return openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, lock)
+	}
+	pause := time.Second
+	for {
+		sys, err := openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, lock)
+		switch {
+		case err == nil || !jetstream.NotAnswering(err):
+			return sys, err
+		case ctx.Err() != nil && !errors.Is(err, ctx.Err()):
+			// Stopped while trying: a stop, whatever the attempt said.
+			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case ctx.Err() != nil:
+			return nil, err
+		}
+		logger.Warn("event store not answering; trying again", slog.String("error", err.Error()), slog.Duration("in", pause))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 10*time.Second)
+	}
 }
