@@ -66,7 +66,7 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused"):
 			err = fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
-		return nil, fmt.Errorf("connect to NATS: %w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w: %w", errConnect, ErrUnavailable, err)
 	}
 	timeout := o.APITimeout
 	if timeout <= 0 {
@@ -78,6 +78,21 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		return nil, err
 	}
 	return &Conn{NC: nc, JS: jsc}, nil
+}
+
+// errConnect marks Connect's errors (see NotAnswering).
+var errConnect = errors.New("connect to NATS")
+
+// Refusal returns the server's refusal of a request on this connection (a
+// permissions violation: the user may not use the JetStream API, say) as
+// an ErrAuthorization naming it, or nil. The server answers such a request
+// with an error the request itself never sees (it times out), so a caller
+// whose requests time out asks here why.
+func (c *Conn) Refusal() error {
+	if le := c.NC.LastError(); le != nil && errors.Is(le, nats.ErrPermissionViolation) {
+		return fmt.Errorf("%w: %v", ErrAuthorization, le)
+	}
+	return nil
 }
 
 // Close drains nothing: in-flight requests were finished by the caller.

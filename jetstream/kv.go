@@ -258,9 +258,19 @@ func retryProvision(parent context.Context, op func(context.Context) error) erro
 // NotAnswering reports whether err says the store did not answer (yet):
 // nothing listening at the NATS address, no answer in time, a cluster
 // without quorum or still electing. Worth trying again later, unlike a
-// refusal (credentials, a request the server turned down).
+// refusal or a mistake that cannot pass by itself: credentials refused or
+// unreadable, TLS the server does not offer or a certificate not trusted
+// (Connect's other errors), a server without JetStream (no responders).
 func NotAnswering(err error) bool {
-	return transient(err) && !errors.Is(err, ErrAuthorization)
+	switch {
+	case !transient(err), errors.Is(err, ErrAuthorization):
+		return false
+	case errors.Is(err, errConnect):
+		return errors.Is(err, ErrNoServer) || errors.Is(err, nats.ErrTimeout)
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, js.ErrNoStreamResponse), errors.Is(err, js.ErrJetStreamNotEnabled):
+		return false
+	}
+	return true
 }
 
 // transient: no answer (timeout, no responders, disconnected), or a

@@ -388,7 +388,7 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, loc
 	}
 	pause := time.Second
 	for {
-		sys, err := openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, lock)
+		sys, err := openExternal(ctx, cfg, logger)
 		switch {
 		case err == nil || !jetstream.NotAnswering(err):
 			return sys, err
@@ -405,5 +405,32 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, loc
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 10*time.Second)
+	}
+}
+
+// openExternal is one attempt of openStore on an external cluster. It
+// returns when ctx ends even while the attempt goes on (a connect gives
+// each server of nats.url its own timeout and cannot be interrupted);
+// the attempt then finishes in the background and closes what it opened.
+func openExternal(ctx context.Context, cfg *config.Config, logger *slog.Logger) (*system, error) {
+	type result struct {
+		sys *system
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sys, err := openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, nil)
+		done <- result{sys, err}
+	}()
+	select {
+	case r := <-done:
+		return r.sys, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.sys != nil {
+				r.sys.Close()
+			}
+		}()
+		return nil, fmt.Errorf("%w (while connecting to nats.url)", ctx.Err())
 	}
 }

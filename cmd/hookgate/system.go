@@ -110,6 +110,10 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := jetstream.Provision(pctx, c.JS, streamsConfig(cfg)); err != nil {
+		if r := c.Refusal(); r != nil {
+			// The requests timed out because the server refused them.
+			err = fmt.Errorf("%w (%v)", r, err)
+		}
 		s.Close()
 		return nil, err
 	}
