@@ -39,15 +39,7 @@ func review10aStartingBase(t *testing.T, s *review7Serve) string {
 // as on a cluster that lost its quorum. It returns its nats:// URL.
 func review10aNoJetStream(t *testing.T) string {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true, Authorization: "tok", MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
+	srv := reviewTNATS(t, &server.Options{Authorization: "tok"})
 	return strings.Replace(srv.ClientURL(), "nats://", "nats://tok@", 1)
 }
 
