@@ -31,17 +31,9 @@ func TestServeWaitsForExternalNATS(t *testing.T) {
 	// Two failed tries (the pause after the first is a second): serve is
 	// still there, waiting, not exited.
 	tries := regexp.MustCompile(`"msg":"event store not answering; trying again"`)
-	for end := time.Now().Add(30 * time.Second); len(tries.FindAllString(s.stderr.String(), -1)) < 2; time.Sleep(20 * time.Millisecond) {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			t.Fatalf("serve exited while nothing listened at nats.url: %v\n%s", err, tail(s.stderr.String(), 2000))
-		default:
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no second try within 30 s\n%s", tail(s.stderr.String(), 2000))
-		}
-	}
+	serveWaitFor(t, s, "a second try while nothing listened at nats.url", func() bool {
+		return len(tries.FindAllString(s.stderr.String(), -1)) >= 2
+	})
 	if log := s.stderr.String(); !strings.Contains(log, "no nats server answered") || strings.Contains(log, "tok@") {
 		t.Fatalf("the warning should say nothing answered, without the token:\n%s", tail(log, 2000))
 	}
@@ -67,22 +59,13 @@ func TestServeWaitsForExternalNATS(t *testing.T) {
 	}
 	t.Cleanup(e.Shutdown)
 	listening := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := listening.FindStringSubmatch(s.stdout.String()); m != nil {
-			if m[1] != base {
-				t.Fatalf("ready on %s, started on %s", m[1], base)
-			}
-			break
-		}
-		select {
-		case err := <-s.done:
-			s.done <- err
-			t.Fatalf("serve exited after NATS came up: %v\n%s", err, tail(s.stderr.String(), 2000))
-		default:
-		}
-		if time.Now().After(end) {
-			t.Fatalf("serve not ready 30 s after NATS came up\n%s", tail(s.stderr.String(), 2000))
-		}
+	var m []string
+	serveWaitFor(t, s, "serve ready after NATS came up", func() bool {
+		m = listening.FindStringSubmatch(s.stdout.String())
+		return m != nil
+	})
+	if m[1] != base {
+		t.Fatalf("ready on %s, started on %s", m[1], base)
 	}
 	// The sender's retry of the refused event is stored now.
 	if code := review6Post(t, base, `{"id":"early","grant_id":"G-1","at":"2026-12-02T10:00:00Z"}`); code != http.StatusOK {
@@ -116,5 +99,22 @@ func TestServeDoesNotWaitOutRefusedCredentials(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("serve still running 30 s after its token was refused\n%s", tail(s.stderr.String(), 2000))
+	}
+}
+
+// serveWaitFor polls cond until it holds (30 s at most); serve exiting
+// meanwhile fails the test.
+func serveWaitFor(t *testing.T, s *review7Serve, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			t.Fatalf("serve exited before %s: %v\n%s", what, err, tail(s.stderr.String(), 2000))
+		default:
+		}
+		if time.Now().After(end) {
+			t.Fatalf("not within 30 s: %s\n%s", what, tail(s.stderr.String(), 2000))
+		}
 	}
 }
