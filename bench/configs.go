@@ -27,9 +27,20 @@ type Configuration struct {
 	// Workers sets consumer.workers when > 0.
 	Workers int
 	// Pace, when > 0, paces the load (open loop) at this share of the
-	// rate the hmac configuration reached in the same round: the
-	// end-to-end run that asks whether the consumer keeps up at it.
+	// rate its gateway (Peak) reached in the same round: the end-to-end
+	// run that asks whether the consumer keeps up at it.
 	Pace float64
+}
+
+// Peak is the configuration whose rate in the same round is c's gateway's
+// peak: what a paced c is paced against and its consumer compared with.
+// The floor's end to end is held to the floor's own peak, the way
+// hookgate's is held to the hmac gateway's.
+func (c Configuration) Peak() string {
+	if c.Floor {
+		return "floor"
+	}
+	return "hmac"
 }
 
 const (
@@ -40,9 +51,10 @@ const (
 )
 
 // Configurations returns the setups of issue 6, the floor first, then the
-// end-to-end one paced at pace times the hmac configuration's rate (0
-// leaves it out). redeliveries is the share of redeliveries of the
-// "redeliver" setup.
+// end-to-end one paced at pace times the hmac configuration's rate and
+// the floor's end to end paced at pace times the floor's (0 leaves both
+// out). redeliveries is the share of redeliveries of the "redeliver"
+// setup.
 func Configurations(redeliveries, pace float64) []Configuration {
 	hmac := Configuration{Scheme: gateway.SchemeHMACSHA256, Secret: hmacSecret, Header: "X-Signature", EventID: []string{"json:/id"}}
 	with := func(c Configuration, name, label string, f func(*Configuration)) Configuration {
@@ -65,6 +77,11 @@ func Configurations(redeliveries, pace float64) []Configuration {
 	if pace > 0 {
 		cs = append(cs, with(hmac, "sustained", fmt.Sprintf("end to end, paced at %.2gx the hmac rate", pace), func(c *Configuration) {
 			c.EndToEnd, c.Pace = true, pace
+		}))
+		// The same question for the least pipeline: can any consumer
+		// applying a watermark and a publish keep up here?
+		cs = append(cs, with(hmac, "floor-sustained", fmt.Sprintf("floor end to end (least consumer), paced at %.2gx the floor rate", pace), func(c *Configuration) {
+			c.Floor, c.EndToEnd, c.Pace = true, true, pace
 		}))
 	}
 	return cs

@@ -7,7 +7,8 @@ import (
 )
 
 // Every configuration's generated hookgate config is valid, and -workers
-// reaches consumer.workers.
+// reaches consumer.workers; without it hookgate's default applies, the
+// one the floor's consumer is given (hookgateWorkers).
 func TestHookgateYAML(t *testing.T) {
 	for _, c := range Configurations(0.5, 0.5) {
 		if c.Floor {
@@ -23,7 +24,7 @@ func TestHookgateYAML(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := 8
+			want := hookgateWorkers
 			if workers > 0 {
 				want = workers
 			}

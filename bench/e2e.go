@@ -11,11 +11,27 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
+// pipeline names what an end-to-end round watches: the stream the
+// gateway stores to, its durable consumer, and the stream that consumer
+// publishes applied events to.
+type pipeline struct {
+	Webhooks, Durable, Grants string
+}
+
+// pipeline is hookgate's names, or the floor's.
+func (c Configuration) pipeline() pipeline {
+	if c.Floor {
+		return pipeline{Webhooks: FloorStream(0).Name, Durable: FloorDurable, Grants: FloorGrantsStream}
+	}
+	return pipeline{Webhooks: jetstream.StreamWebhooks, Durable: jetstream.DurableApply, Grants: jetstream.StreamGrants}
+}
+
 // e2eMonitor watches GRANTS and the consumer's lag over NATS while the
 // end-to-end round runs.
 type e2eMonitor struct {
 	nc     *nats.Conn
 	j      js.JetStream
+	names  pipeline
 	t0     time.Time
 	mu     sync.Mutex
 	points []Point
@@ -26,7 +42,7 @@ type e2eMonitor struct {
 	stopped chan struct{}
 }
 
-func newE2EMonitor(ctx context.Context, port int, token string) (*e2eMonitor, error) {
+func newE2EMonitor(ctx context.Context, port int, token string, names pipeline) (*e2eMonitor, error) {
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.Token(token))
 	if err != nil {
 		return nil, fmt.Errorf("connect to hookgate's NATS: %w", err)
@@ -36,7 +52,7 @@ func newE2EMonitor(ctx context.Context, port int, token string) (*e2eMonitor, er
 		nc.Close()
 		return nil, err
 	}
-	m := &e2eMonitor{nc: nc, j: j}
+	m := &e2eMonitor{nc: nc, j: j, names: names}
 	// The consumer is created after the gateway listens: wait for it.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -45,7 +61,7 @@ func newE2EMonitor(ctx context.Context, port int, token string) (*e2eMonitor, er
 		}
 		if time.Now().After(deadline) {
 			nc.Close()
-			return nil, fmt.Errorf("consumer %s not found: %w", jetstream.DurableApply, err)
+			return nil, fmt.Errorf("consumer %s not found: %w", names.Durable, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -56,11 +72,11 @@ func newE2EMonitor(ctx context.Context, port int, token string) (*e2eMonitor, er
 func (m *e2eMonitor) sample(ctx context.Context) (applied, lag uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	st, err := m.j.Stream(ctx, jetstream.StreamGrants)
+	st, err := m.j.Stream(ctx, m.names.Grants)
 	if err != nil {
 		return 0, 0, err
 	}
-	cons, err := m.j.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+	cons, err := m.j.Consumer(ctx, m.names.Webhooks, m.names.Durable)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -149,7 +165,7 @@ func (m *e2eMonitor) drain(ctx context.Context, timeout time.Duration) *E2EResul
 	<-m.stopped
 	r.DrainSeconds = done.Sub(loadEnd).Seconds()
 	r.AppliedRate = float64(r.Applied) / done.Sub(m.t0).Seconds()
-	if st, err := m.j.Stream(ctx, jetstream.StreamWebhooks); err == nil {
+	if st, err := m.j.Stream(ctx, m.names.Webhooks); err == nil {
 		r.Stored = st.CachedInfo().State.Msgs
 	}
 	m.mu.Lock()
@@ -188,7 +204,7 @@ const stallAfter = 5 * time.Second
 func (m *e2eMonitor) describe(ctx context.Context, lag uint64, at time.Duration) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	cons, err := m.j.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
+	cons, err := m.j.Consumer(ctx, m.names.Webhooks, m.names.Durable)
 	if err != nil {
 		return fmt.Sprintf("lag %d still for %s, %.1fs after the load: %v", lag, stallAfter, at.Seconds(), err)
 	}

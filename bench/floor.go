@@ -28,6 +28,13 @@ type FloorOptions struct {
 	Dir     string // the JetStream store lives in Dir/jetstream
 	Listen  string // HTTP address, "127.0.0.1:0" for any port
 	MaxBody int64  // bytes; larger bodies get 413
+	// NATSPort > 0 lets TCP clients in on 127.0.0.1:NATSPort with Token
+	// (the end-to-end run reads the consumer's lag through it).
+	NATSPort int
+	Token    string
+	// Consumer runs the floor's consumer beside the gateway when its
+	// Workers > 0 (see floor_consumer.go).
+	Consumer FloorConsumerOptions
 }
 
 // FloorStream is the floor's stream: WEBHOOKS' settings (file store,
@@ -93,12 +100,12 @@ func RunFloor(ctx context.Context, o FloorOptions, stdout io.Writer) error {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
 	}
-	ns, err := StartEmbeddedServer(o.Dir, maxPayloadFor(o.MaxBody), 0, "")
+	ns, err := StartEmbeddedServer(o.Dir, maxPayloadFor(o.MaxBody), o.NATSPort, o.Token)
 	if err != nil {
 		return err
 	}
 	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Token(o.Token))
 	if err != nil {
 		return err
 	}
@@ -111,6 +118,17 @@ func RunFloor(ctx context.Context, o FloorOptions, stdout io.Writer) error {
 	defer cancel()
 	if _, err := j.CreateStream(cctx, FloorStream(maxPayloadFor(o.MaxBody))); err != nil {
 		return fmt.Errorf("create stream: %w", err)
+	}
+	if o.Consumer.Workers > 0 {
+		stop, err := startFloorConsumer(ctx, j, maxPayloadFor(o.MaxBody), o.Consumer)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if failed := stop(); failed > 0 {
+				fmt.Fprintf(stdout, "floor: consumer: %d writes failed (nak'ed)\n", failed)
+			}
+		}()
 	}
 
 	mux := http.NewServeMux()

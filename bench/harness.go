@@ -47,6 +47,7 @@ type Options struct {
 	Rounds       int
 	Redeliver    float64  // share of redeliveries in the "redeliver" configuration
 	Workers      int      // consumer.workers for the end-to-end configurations; 0: hookgate's default
+	FloorLease   bool     // the floor's consumer also claims each watermark entry before its publish
 	Pace         float64  // the "sustained" configuration's rate, a share of the round's hmac rate; 0 leaves it out
 	Only         []string // configuration names to run; empty = all
 	DrainTimeout time.Duration
@@ -95,7 +96,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	all := Configurations(o.Redeliver, o.Pace)
 	for _, name := range o.Only {
 		if !slices.ContainsFunc(all, func(c Configuration) bool { return c.Name == name }) {
-			return nil, fmt.Errorf("unknown configuration %q; want floor, hmac, standard, redeliver, digest, e2e or sustained (with -pace above 0)", name)
+			return nil, fmt.Errorf("unknown configuration %q; want floor, hmac, standard, redeliver, digest, e2e, or sustained or floor-sustained (with -pace above 0)", name)
 		}
 	}
 	var cfgs []Configuration
@@ -117,15 +118,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for round := 1; round <= o.Rounds; round++ {
 		rps := map[string]float64{}
 		for _, c := range cfgs {
-			r, err := h.round(ctx, round, c, c.Pace*rps["hmac"])
+			peak := rps[c.Peak()]
+			r, err := h.round(ctx, round, c, c.Pace*peak)
 			if err != nil {
 				return nil, fmt.Errorf("round %d, %s: %w", round, c.Name, err)
 			}
 			rps[c.Name] = r.RPS
-			if r.E2E != nil && rps["hmac"] > 0 {
-				r.E2E.AppliedVsPeakGw = r.E2E.AppliedRate / rps["hmac"]
+			if r.E2E != nil && peak > 0 {
+				r.E2E.AppliedVsPeakGw = r.E2E.AppliedRate / peak
 				if c.Pace > 0 {
-					r.E2E.AppliedVsPeakGw = r.E2E.WindowApplied / rps["hmac"]
+					r.E2E.AppliedVsPeakGw = r.E2E.WindowApplied / peak
 				}
 			}
 			fmt.Fprintf(o.Log, "round %d/%d %-9s %8.0f rps  p50 %6.2fms  p99 %6.2fms  cpu %4.0fµs/req  rss %s  errors %d  other procs %.2f CPUs%s\n",
@@ -212,6 +214,11 @@ type harness struct {
 	nonce string
 }
 
+// hookgateWorkers is hookgate's default consumer.workers, which the
+// floor's consumer gets too unless -workers says otherwise (held to
+// config's default by TestHookgateYAML).
+const hookgateWorkers = 8
+
 // freePort returns a loopback port nobody listens on right now, for the
 // embedded NATS server the child binds a moment later: from below the
 // kernel's ephemeral range (32768 up on Linux), where a listener on port
@@ -237,17 +244,24 @@ func (h *harness) server(ctx context.Context, c Configuration, dir string, gatew
 	var argv []string
 	prefix := "hookgate: listening on "
 	natsPort, token := 0, ""
+	if c.EndToEnd {
+		p, err := freePort()
+		if err != nil {
+			return nil, 0, "", err
+		}
+		natsPort, token = p, "bench-"+nonce()+nonce()
+	}
 	if c.Floor {
 		argv = []string{h.o.Self, "floor", "-dir", dir, "-listen", "127.0.0.1:0", "-max-body", fmt.Sprint(h.o.MaxBody)}
+		if c.EndToEnd {
+			workers := h.o.Workers
+			if workers <= 0 {
+				workers = hookgateWorkers
+			}
+			argv = append(argv, "-nats-port", fmt.Sprint(natsPort), "-token", token, "-consumer", fmt.Sprint(workers), fmt.Sprintf("-lease=%t", h.o.FloorLease))
+		}
 		prefix = "floor: listening on "
 	} else {
-		if c.EndToEnd {
-			p, err := freePort()
-			if err != nil {
-				return nil, 0, "", err
-			}
-			natsPort, token = p, "bench-"+nonce()+nonce()
-		}
 		if c.EndToEnd {
 			c.Workers = h.o.Workers
 		}
@@ -317,11 +331,11 @@ func (w *cpuWindow) perRequest(n uint64) (server, client, others float64) {
 }
 
 // round measures c once; rate paces the load when c.Pace is set (a share
-// of this round's hmac rate, so the hmac configuration runs first).
+// of this round's rate of c.Peak(), which runs first).
 func (h *harness) round(ctx context.Context, round int, c Configuration, rate float64) (RoundResult, error) {
 	res := RoundResult{Round: round, Config: c.Name}
 	if c.Pace > 0 && rate <= 0 {
-		return res, errors.New("the paced run needs the hmac configuration's rate of the same round")
+		return res, fmt.Errorf("the paced run needs the %s configuration's rate of the same round", c.Peak())
 	}
 	dir := filepath.Join(h.o.Work, fmt.Sprintf("r%d-%s", round, c.Name))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -345,7 +359,7 @@ func (h *harness) round(ctx context.Context, round int, c Configuration, rate fl
 
 	var mon *e2eMonitor
 	if c.EndToEnd {
-		if mon, err = newE2EMonitor(ctx, natsPort, token); err != nil {
+		if mon, err = newE2EMonitor(ctx, natsPort, token, c.pipeline()); err != nil {
 			return res, fmt.Errorf("end to end: %w\n%s", err, child.LogTail(20))
 		}
 		defer mon.close()

@@ -78,8 +78,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&o.Name, "name", "latest", "base name of the JSON and SVG results (NAME.json, NAME.svg)")
 	fs.Float64Var(&o.Redeliver, "redeliver", 0.5, "share of redeliveries in the 'redeliver' configuration")
 	fs.IntVar(&o.Workers, "workers", 0, "consumer.workers in the end-to-end configurations (0: hookgate's default, 8)")
-	fs.Float64Var(&o.Pace, "pace", 0.5, "the 'sustained' configuration: end to end with the load paced at this share of the same round's hmac rate; 0 leaves it out")
-	only := fs.String("only", "", "comma-separated configurations to run besides the floor: hmac,standard,redeliver,digest,e2e,sustained (sustained brings hmac)")
+	fs.BoolVar(&o.FloorLease, "floor-lease", false, "the floor's consumer ('floor-sustained') also claims each watermark entry before its publish, as hookgate does: three writes per event")
+	fs.Float64Var(&o.Pace, "pace", 0.5, "the 'sustained' configuration: end to end with the load paced at this share of the same round's hmac rate, and 'floor-sustained', the floor's end to end, at this share of the floor's rate; 0 leaves both out")
+	only := fs.String("only", "", "comma-separated configurations to run besides the floor: hmac,standard,redeliver,digest,e2e,sustained,floor-sustained (sustained brings hmac)")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 90*time.Second, "end to end: how long to wait for the consumer's lag to return to 0")
 	fs.IntVar(&o.Keys, "keys", 1_000_000, "tracked keys for the memory-per-key and restart measurement (10000000 for the 10M figure); 0 skips")
 	fs.IntVar(&o.KeysBody, "keys-body", 1024, "body bytes of each tracked-key message")
@@ -154,13 +155,19 @@ func runFloor(ctx context.Context, args []string, stdout io.Writer) error {
 	dir := fs.String("dir", "", "data directory")
 	listen := fs.String("listen", "127.0.0.1:0", "HTTP address")
 	maxBody := fs.Int64("max-body", 1<<20, "body limit")
+	o := bench.FloorOptions{}
+	fs.IntVar(&o.NATSPort, "nats-port", 0, "also let NATS clients in on this loopback port (with -token)")
+	fs.StringVar(&o.Token, "token", "", "NATS token for -nats-port")
+	fs.IntVar(&o.Consumer.Workers, "consumer", 0, "run the floor's consumer with this many workers (0: gateway only)")
+	fs.BoolVar(&o.Consumer.Lease, "lease", false, "the floor's consumer also claims each watermark entry before its publish")
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}
 	}
 	if *dir == "" {
 		return usageError{errors.New("floor: -dir is required")}
 	}
-	return bench.RunFloor(ctx, bench.FloorOptions{Dir: *dir, Listen: *listen, MaxBody: *maxBody}, stdout)
+	o.Dir, o.Listen, o.MaxBody = *dir, *listen, *maxBody
+	return bench.RunFloor(ctx, o, stdout)
 }
 
 func runKeysFill(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

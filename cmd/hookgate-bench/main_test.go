@@ -115,6 +115,13 @@ func TestSmoke(t *testing.T) {
 				r.E2E == nil || float64(r.Sent) > math.Ceil(r.E2E.Offered*1.2) {
 				t.Errorf("sustained: drained %t, paced %+v (hmac %.0f rps), sent %d over 1.2 s", c.Drained != nil && *c.Drained, p, hm, r.Sent)
 			}
+		case "floor-sustained":
+			// The floor's own end to end, paced at a fifth of the floor
+			// round's rate; its consumer applied every stored event (below).
+			fl := rep.Rounds[slicesIndex(rep.Rounds, "floor")].RPS
+			if p := c.Paced; c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Offered != 0.2*fl || c.Peak != "floor" {
+				t.Errorf("floor-sustained: drained %t, paced %+v (floor %.0f rps), peak %q", c.Drained != nil && *c.Drained, p, fl, c.Peak)
+			}
 		default:
 			if c.Duplicates != 0 {
 				t.Errorf("%s: %d duplicates without redeliveries", c.Name, c.Duplicates)
