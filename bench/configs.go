@@ -80,7 +80,7 @@ func Configurations(redeliveries, pace float64) []Configuration {
 		}))
 		// The same question for the least pipeline: can any consumer
 		// applying a watermark and a publish keep up here?
-		cs = append(cs, with(hmac, "floor-sustained", fmt.Sprintf("floor end to end (least consumer), paced at %.2gx the floor rate", pace), func(c *Configuration) {
+		cs = append(cs, with(hmac, "floor-sustained", fmt.Sprintf("floor + least consumer, paced at %.2gx", pace), func(c *Configuration) {
 			c.Floor, c.EndToEnd, c.Pace = true, true, pace
 		}))
 	}
