@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,12 +21,13 @@ import (
 // compare-and-set of the subject's watermark in a KV bucket and a publish
 // of the event to a GRANTS-like stream with its Nats-Msg-Id, then the
 // ack. Nothing else: no lease, no memory of applied keys, no audit, no
-// dead letters, no retries beyond a nak, the watermarks' revisions cached
-// in memory, the subject and time found by a byte search of the body
-// (the bench's bodies, see Body), one instance only. It imports nats.go
-// directly, like the floor's gateway, so none of hookgate's costs are in
-// it. With Lease it claims the subject's entry before the publish as
-// well, the contract's own example of cross-instance ordering: three
+// dead letters, the watermarks' revisions cached in memory, the subject
+// and time found by a byte search of the body (the bench's bodies, see
+// Body), one instance only. A write that fails is tried again in place,
+// so order holds and nothing is dropped. It imports nats.go directly,
+// like the floor's gateway, so none of hookgate's costs are in it. With
+// Lease it claims the subject's entry before the publish and commits
+// after, the contract's own example of cross-instance ordering: three
 // writes per event, as hookgate makes.
 
 // Names of the floor consumer's streams, bucket and durable consumer.
@@ -38,25 +39,43 @@ const (
 
 // FloorConsumerOptions configure the floor's consumer.
 type FloorConsumerOptions struct {
-	// Workers is how many events are applied at once (one lane each, a
-	// subject always on the same lane); 0 runs no consumer.
+	// Workers is how many events are applied at once, each of another
+	// subject; 0 runs no consumer.
 	Workers int
 	// Lease also claims the watermark entry before the publish.
 	Lease bool
 }
 
-// floorConsumer applies the FLOOR stream's events.
+// floorConsumer applies the FLOOR stream's events: any free worker takes
+// the oldest waiting event of a subject no other worker holds (as
+// hookgate's Run does), so a subject's events run one at a time, in
+// stream order, and Workers events are in flight whenever Workers
+// subjects have events waiting.
 type floorConsumer struct {
-	o      FloorConsumerOptions
-	j      js.JetStream
-	kv     js.KeyValue
-	lanes  []chan js.Msg
-	failed atomic.Uint64 // writes that failed (the event was nak'ed)
+	o  FloorConsumerOptions
+	j  js.JetStream
+	kv js.KeyValue
+
+	mu      sync.Mutex
+	more    *sync.Cond
+	queues  map[string][]js.Msg // per subject key, oldest first; present while held or waiting
+	ready   []string            // subjects with events waiting and no worker
+	marks   map[string]floorMark
+	closing bool
+
+	failed atomic.Uint64 // writes that failed (each tried again in place)
+}
+
+// floorMark is the consumer's memory of one subject's watermark entry.
+type floorMark struct {
+	rev uint64
+	at  time.Time
 }
 
 // startFloorConsumer provisions the floor consumer's stream, bucket and
-// durable consumer and starts applying; stop ends it and waits for the
-// lanes.
+// durable consumer and starts applying; stop ends it (events still
+// waiting are left unacknowledged, for a later run) and returns how many
+// writes failed.
 func startFloorConsumer(ctx context.Context, j js.JetStream, maxMsg int32, o FloorConsumerOptions) (stop func() uint64, err error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -76,88 +95,179 @@ func startFloorConsumer(ctx context.Context, j js.JetStream, maxMsg int32, o Flo
 	if err != nil {
 		return nil, fmt.Errorf("create consumer %s: %w", FloorDurable, err)
 	}
-	c := &floorConsumer{o: o, j: j, kv: kv, lanes: make([]chan js.Msg, o.Workers)}
+	c := &floorConsumer{o: o, j: j, kv: kv, queues: map[string][]js.Msg{}, marks: map[string]floorMark{}}
+	c.more = sync.NewCond(&c.mu)
+	runCtx, cancelRun := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := range c.lanes {
-		c.lanes[i] = make(chan js.Msg, 64)
-		wg.Go(func() { c.lane(ctx, c.lanes[i]) })
+	for range o.Workers {
+		wg.Go(func() { c.work(runCtx) })
 	}
-	cc, err := cons.Consume(func(m js.Msg) {
-		subject, _, ok := floorFields(m.Data())
-		if !ok {
-			_ = m.Term()
-			return
-		}
-		h := fnv.New32a()
-		_, _ = h.Write(subject)
-		c.lanes[h.Sum32()%uint32(len(c.lanes))] <- m
-	})
+	cc, err := cons.Consume(c.take)
 	if err != nil {
+		cancelRun()
+		c.close()
+		wg.Wait()
 		return nil, fmt.Errorf("consume %s: %w", FloorDurable, err)
 	}
 	return func() uint64 {
 		cc.Stop()
 		<-cc.Closed()
-		for _, l := range c.lanes {
-			close(l)
-		}
+		cancelRun()
+		c.close()
 		wg.Wait()
 		return c.failed.Load()
 	}, nil
 }
 
-// floorMark is a lane's memory of one subject's watermark entry.
-type floorMark struct {
-	rev uint64
-	at  time.Time
-}
-
-// lane applies the events of its subjects, one at a time.
-func (c *floorConsumer) lane(ctx context.Context, in <-chan js.Msg) {
-	marks := map[string]floorMark{}
-	for m := range in {
-		subject, at, _ := floorFields(m.Data())
-		key := floorKey(subject)
-		mk := marks[key]
-		if mk.rev != 0 && !at.After(mk.at) {
-			_ = m.Ack() // stale
-			continue
-		}
-		if err := c.apply(ctx, m, key, at, &mk); err != nil {
-			c.failed.Add(1)
-			_ = m.Nak()
-			delete(marks, key) // read it again next time
-			continue
-		}
-		marks[key] = mk
-		_ = m.Ack()
+// take queues a delivered event behind its subject's; it never blocks, so
+// the pull keeps its pace (MaxAckPending bounds what waits).
+func (c *floorConsumer) take(m js.Msg) {
+	subject, _, ok := floorFields(m.Data())
+	if !ok {
+		_ = m.Term()
+		return
+	}
+	key := floorKey(subject)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return
+	}
+	q, held := c.queues[key]
+	c.queues[key] = append(q, m)
+	if !held {
+		c.ready = append(c.ready, key)
+		c.more.Signal()
 	}
 }
 
-// apply makes the event's writes: [lease,] publish, watermark.
-func (c *floorConsumer) apply(ctx context.Context, m js.Msg, key string, at time.Time, mk *floorMark) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if c.o.Lease {
-		if err := c.write(ctx, key, []byte("lease"), mk); err != nil {
+func (c *floorConsumer) close() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.more.Broadcast()
+}
+
+// work applies the head event of one ready subject at a time.
+func (c *floorConsumer) work(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		for len(c.ready) == 0 && !c.closing {
+			c.more.Wait()
+		}
+		if c.closing {
+			c.mu.Unlock()
+			return
+		}
+		key := c.ready[0]
+		c.ready = c.ready[1:]
+		m, mk := c.queues[key][0], c.marks[key]
+		c.mu.Unlock()
+
+		mk, ok := c.apply(ctx, m, key, mk)
+
+		c.mu.Lock()
+		if ok {
+			c.marks[key] = mk
+		}
+		if q := c.queues[key][1:]; len(q) > 0 && ok {
+			c.queues[key] = q
+			c.ready = append(c.ready, key)
+			c.more.Signal()
+		} else if ok {
+			delete(c.queues, key)
+		}
+		// !ok: stopping; the subject stays held, its events unacked.
+		c.mu.Unlock()
+	}
+}
+
+// errFloorStale: the stored watermark is not older than the event.
+var errFloorStale = errors.New("stale")
+
+// apply applies m unless it is stale; ok is false only when ctx ended
+// first. Each write that fails is tried again in place, with a growing
+// pause and the delivery kept alive, so a subject's events stay in order
+// and none is dropped.
+//
+// Without Lease: the watermark by compare-and-set, then the publish (the
+// compare-and-set first, so an event older than a stored watermark it did
+// not know is found stale before it is published). With Lease: the lease,
+// the publish, the watermark, the order that keeps effects after a claim;
+// a lease entry keeps the watermark's time after a "lease|" prefix, so
+// whoever reads it still sees the subject's watermark.
+func (c *floorConsumer) apply(ctx context.Context, m js.Msg, key string, mk floorMark) (_ floorMark, ok bool) {
+	_, at, _ := floorFields(m.Data())
+	mark := func(t time.Time) []byte { return t.AppendFormat(nil, time.RFC3339Nano) }
+	stale := false
+	// claim writes val on mk, taking in a stored mark it did not know.
+	claim := func(val []byte) func(context.Context) error {
+		return func(ctx context.Context) error {
+			next, err := c.write(ctx, key, val, at, mk)
+			mk = next
+			if errors.Is(err, errFloorStale) {
+				stale = true
+				return nil
+			}
 			return err
 		}
 	}
-	id := m.Headers().Get(nats.MsgIdHdr)
-	if _, err := c.j.PublishMsg(ctx, &nats.Msg{Subject: "fgrants." + key, Data: m.Data()}, js.WithMsgID(id)); err != nil {
+	publish := func(ctx context.Context) error {
+		_, err := c.j.PublishMsg(ctx, &nats.Msg{Subject: "fgrants." + key, Data: m.Data()}, js.WithMsgID(m.Headers().Get(nats.MsgIdHdr)))
 		return err
 	}
-	if err := c.write(ctx, key, at.AppendFormat(nil, time.RFC3339Nano), mk); err != nil {
-		return err
+	var steps []func(context.Context) error
+	if c.o.Lease {
+		steps = []func(context.Context) error{claim(append([]byte("lease|"), mark(mk.at)...)), publish, claim(mark(at))}
+	} else {
+		steps = []func(context.Context) error{claim(mark(at)), publish}
 	}
-	mk.at = at
-	return nil
+	if mk.rev != 0 && !at.After(mk.at) {
+		stale = true
+	}
+	for _, step := range steps {
+		if stale {
+			break
+		}
+		if !c.retry(ctx, m, step) {
+			return mk, false
+		}
+	}
+	_ = m.Ack()
+	if !stale {
+		mk.at = at
+	}
+	return mk, true
+}
+
+// retry runs step until it succeeds or ctx ends.
+func (c *floorConsumer) retry(ctx context.Context, m js.Msg, step func(context.Context) error) bool {
+	pause := 10 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := step(sctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		c.failed.Add(1)
+		_ = m.InProgress()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // write sets key to val by compare-and-set on mk's revision (a create
-// when there is none), reading the entry's revision again once on a
-// conflict (an entry from an earlier run the lane did not know).
-func (c *floorConsumer) write(ctx context.Context, key string, val []byte, mk *floorMark) error {
+// when there is none). On a conflict (an entry the consumer did not know:
+// an earlier run's, or its own write whose answer was lost) it reads the
+// entry: val itself is success; a time not older than at (the event
+// being applied) returns that mark with errFloorStale; else it tries once
+// more on the entry's revision.
+func (c *floorConsumer) write(ctx context.Context, key string, val []byte, at time.Time, mk floorMark) (floorMark, error) {
 	for range 2 {
 		var rev uint64
 		var err error
@@ -168,18 +278,29 @@ func (c *floorConsumer) write(ctx context.Context, key string, val []byte, mk *f
 		}
 		if err == nil {
 			mk.rev = rev
-			return nil
+			return mk, nil
 		}
 		if !errors.Is(err, js.ErrKeyExists) && !errors.Is(err, js.ErrKeyRevisionMismatch) {
-			return err
+			return mk, err
 		}
 		e, gerr := c.kv.Get(ctx, key)
 		if gerr != nil {
-			return gerr
+			return mk, gerr
 		}
-		mk.rev = e.Revision()
+		if bytes.Equal(e.Value(), val) {
+			// This write landed before an answer was lost.
+			return floorMark{rev: e.Revision(), at: mk.at}, nil
+		}
+		stored, perr := time.Parse(time.RFC3339Nano, strings.TrimPrefix(string(e.Value()), "lease|"))
+		if perr != nil {
+			stored = time.Time{}
+		}
+		mk = floorMark{rev: e.Revision(), at: stored}
+		if !at.After(stored) && !stored.IsZero() {
+			return mk, errFloorStale
+		}
 	}
-	return errors.New("watermark entry kept changing")
+	return mk, errors.New("watermark entry kept changing")
 }
 
 // floorFields finds grant_id and occurred_at in a bench body (see Body)
