@@ -10,6 +10,30 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
+// floorJS starts an embedded server in a temp dir with the FLOOR stream
+// and returns an in-process JetStream client; both end with tb.
+func floorJS(tb testing.TB) js.JetStream {
+	tb.Helper()
+	ns, err := StartEmbeddedServer(tb.TempDir(), 1<<20, 0, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	j, err := js.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := j.CreateStream(tb.Context(), FloorStream(1<<20)); err != nil {
+		tb.Fatal(err)
+	}
+	return j
+}
+
 func TestFloorFields(t *testing.T) {
 	at := time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC)
 	subject, got, ok := floorFields(Body("evt_1", "G-3-17", at, 1024))
@@ -38,23 +62,7 @@ func TestFloorConsumerApplies(t *testing.T) {
 	for _, lease := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lease=%t", lease), func(t *testing.T) {
 			ctx := t.Context()
-			ns, err := StartEmbeddedServer(t.TempDir(), 1<<20, 0, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-			nc, err := nats.Connect("", nats.InProcessServer(ns))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			j, err := js.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := j.CreateStream(ctx, FloorStream(1<<20)); err != nil {
-				t.Fatal(err)
-			}
+			j := floorJS(t)
 			// An entry from an earlier run: the consumer does not know its
 			// revision and must read it on the conflict.
 			kv, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: FloorMarksBucket, History: 1, Storage: js.FileStorage})
@@ -160,23 +168,7 @@ func BenchmarkFloorConsumerDrain(b *testing.B) {
 
 func benchmarkFloorDrain(b *testing.B, o FloorConsumerOptions) {
 	ctx := b.Context()
-	ns, err := StartEmbeddedServer(b.TempDir(), 1<<20, 0, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	j, err := js.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := j.CreateStream(ctx, FloorStream(1<<20)); err != nil {
-		b.Fatal(err)
-	}
+	j := floorJS(b)
 	t0 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	for i := range b.N {
 		id := fmt.Sprintf("bench:default:evt:%d", i)

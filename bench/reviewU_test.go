@@ -9,29 +9,6 @@ import (
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
-// reviewUFloor starts an embedded server with the FLOOR stream.
-func reviewUFloor(t *testing.T) js.JetStream {
-	t.Helper()
-	ns, err := StartEmbeddedServer(t.TempDir(), 1<<20, 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	j, err := js.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := j.CreateStream(t.Context(), FloorStream(1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	return j
-}
-
 func reviewUPublish(t *testing.T, j js.JetStream, id, grant string, at time.Time, size int) {
 	t.Helper()
 	if _, err := j.PublishMsg(t.Context(), &nats.Msg{Subject: "floor.in", Data: Body(id, grant, at, size)}, js.WithMsgID(id)); err != nil {
@@ -39,9 +16,9 @@ func reviewUPublish(t *testing.T, j js.JetStream, id, grant string, at time.Time
 	}
 }
 
-// reviewUSettled waits until the floor's durable has nothing pending or
-// unacknowledged.
-func reviewUSettled(t *testing.T, j js.JetStream) {
+// reviewUWait polls the floor's durable until done says its info (and
+// whatever else done reads) is as wanted, failing with what after 20 s.
+func reviewUWait(t *testing.T, j js.JetStream, what string, done func(*js.ConsumerInfo) bool) {
 	t.Helper()
 	cons, err := j.Consumer(t.Context(), FloorStream(0).Name, FloorDurable)
 	if err != nil {
@@ -53,14 +30,21 @@ func reviewUSettled(t *testing.T, j js.JetStream) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
+		if done(info) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("consumer still has %d pending, %d unacked", info.NumPending, info.NumAckPending)
+			t.Fatalf("want %s; pending %d, unacked %d", what, info.NumPending, info.NumAckPending)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// reviewUSettled waits until the floor's durable has nothing pending or
+// unacknowledged.
+func reviewUSettled(t *testing.T, j js.JetStream) {
+	t.Helper()
+	reviewUWait(t, j, "nothing pending or unacked", func(i *js.ConsumerInfo) bool { return i.NumPending == 0 && i.NumAckPending == 0 })
 }
 
 func reviewUGrantIDs(t *testing.T, j js.JetStream, key string) []string {
@@ -92,7 +76,7 @@ func reviewUGrantIDs(t *testing.T, j js.JetStream, key string) []string {
 // entry's revision and ignores its value, so it publishes the stale event
 // and moves the watermark backwards.
 func TestReviewUStaleAgainstStoredWatermark(t *testing.T) {
-	j := reviewUFloor(t)
+	j := floorJS(t)
 	ctx := t.Context()
 	kv, err := j.CreateKeyValue(ctx, js.KeyValueConfig{Bucket: FloorMarksBucket, History: 1, Storage: js.FileStorage})
 	if err != nil {
@@ -125,7 +109,7 @@ func TestReviewUStaleAgainstStoredWatermark(t *testing.T) {
 // behind it and both stay unacknowledged. (Review U found the first
 // version nak'ing e2 and applying e3 first, then acking e2 as stale.)
 func TestReviewUNakLetsSuccessorOvertake(t *testing.T) {
-	j := reviewUFloor(t)
+	j := floorJS(t)
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	reviewUPublish(t, j, "e1", "G-1", t0.Add(1*time.Second), 256)
 	reviewUPublish(t, j, "e2", "G-1", t0.Add(2*time.Second), 2000) // too large for FLOOR_GRANTS below
@@ -134,28 +118,16 @@ func TestReviewUNakLetsSuccessorOvertake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cons, err := j.Consumer(t.Context(), FloorStream(0).Name, FloorDurable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := cons.Info(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids := reviewUGrantIDs(t, j, "G-1")
-		if info.NumPending == 0 && info.NumAckPending == 2 && len(ids) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want e1 applied, e2 and e3 delivered and unacked; GRANTS %v, pending %d, unacked %d", ids, info.NumPending, info.NumAckPending)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	reviewUWait(t, j, "e1 applied, e2 and e3 delivered and unacked", func(i *js.ConsumerInfo) bool {
+		return i.NumPending == 0 && i.NumAckPending == 2 && len(reviewUGrantIDs(t, j, "G-1")) == 1
+	})
 	failed := stop()
 	if ids := reviewUGrantIDs(t, j, "G-1"); len(ids) != 1 || ids[0] != "e1" || failed == 0 {
 		t.Fatalf("G-1's GRANTS: %v after %d failed writes; want [e1] and e2's failures counted", ids, failed)
+	}
+	cons, err := j.Consumer(t.Context(), FloorStream(0).Name, FloorDurable)
+	if err != nil {
+		t.Fatal(err)
 	}
 	info, err := cons.Info(t.Context())
 	if err != nil {
@@ -170,7 +142,7 @@ func TestReviewUNakLetsSuccessorOvertake(t *testing.T) {
 // busy loop that takes CPU from the gateway and the other workers (the
 // first version nak'ed it with no delay: 772 attempts in 0.5 s).
 func TestReviewUNakHotLoop(t *testing.T) {
-	j := reviewUFloor(t)
+	j := floorJS(t)
 	reviewUPublish(t, j, "big", "G-2", time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), 2000)
 	stop, err := startFloorConsumer(t.Context(), j, 1000, FloorConsumerOptions{Workers: 1})
 	if err != nil {
@@ -191,7 +163,7 @@ func TestReviewUNakHotLoop(t *testing.T) {
 // own version of this test measured how far behind, which depended on
 // the delivery's pace.)
 func TestReviewULaneHeadOfLineBlocking(t *testing.T) {
-	j := reviewUFloor(t)
+	j := floorJS(t)
 	a, b := "G-a", "G-b"
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	reviewUPublish(t, j, "a-0", a, t0, 2000)
