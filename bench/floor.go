@@ -23,6 +23,10 @@ import (
 // hookgate's jetstream package: it is the least any gateway on JetStream
 // can do, so it must not share hookgate's code (or its costs).
 
+// floorFailedLine is what the floor prints on stopping when its consumer
+// tried writes again; the harness reads it back (floorWriteFailures).
+const floorFailedLine = "floor: consumer: %d writes failed (each tried again in place)"
+
 // FloorOptions configure the floor server.
 type FloorOptions struct {
 	Dir     string // the JetStream store lives in Dir/jetstream
@@ -126,7 +130,7 @@ func RunFloor(ctx context.Context, o FloorOptions, stdout io.Writer) error {
 		}
 		defer func() {
 			if failed := stop(); failed > 0 {
-				fmt.Fprintf(stdout, "floor: consumer: %d writes failed (nak'ed)\n", failed)
+				fmt.Fprintf(stdout, floorFailedLine+"\n", failed)
 			}
 		}()
 	}

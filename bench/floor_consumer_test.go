@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -204,4 +205,25 @@ func benchmarkFloorDrain(b *testing.B, o FloorConsumerOptions) {
 	}
 	b.ReportMetric(float64(b.N)/took.Seconds(), "events/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/event")
+}
+
+// The harness reads back the failure count the floor child prints.
+func TestFloorWriteFailures(t *testing.T) {
+	line := fmt.Sprintf(floorFailedLine, 17)
+	for _, tc := range []struct {
+		log  string
+		want uint64
+	}{
+		{"floor: listening on http://127.0.0.1:1\n" + line, 17},
+		{line + "\nsomething after", 17},
+		{"floor: listening on http://127.0.0.1:1", 0},
+		{"", 0},
+	} {
+		if got := floorWriteFailures(tc.log); got != tc.want {
+			t.Errorf("floorWriteFailures(%q) = %d, want %d", tc.log, got, tc.want)
+		}
+	}
+	if e := (&E2EResult{WriteFailures: 17}); !strings.Contains(e2eNote(e), "17 writes failed") {
+		t.Errorf("e2eNote does not report the failures: %q", e2eNote(e))
+	}
 }

@@ -176,6 +176,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// floorWriteFailures reads the count the floor child prints on stopping
+// when its consumer tried writes again (floorFailedLine); 0 when the log
+// has no such line.
+func floorWriteFailures(logTail string) uint64 {
+	for _, line := range strings.Split(logTail, "\n") {
+		var n uint64
+		if _, err := fmt.Sscanf(line, floorFailedLine, &n); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
 func e2eNote(e *E2EResult) string {
 	if e == nil {
 		return ""
@@ -186,6 +199,9 @@ func e2eNote(e *E2EResult) string {
 	}
 	if e.Stall != "" {
 		s += "; stalled: " + e.Stall
+	}
+	if e.WriteFailures > 0 {
+		s += fmt.Sprintf("; %d writes failed and were tried again", e.WriteFailures)
 	}
 	return s
 }
@@ -391,6 +407,9 @@ func (h *harness) round(ctx context.Context, round int, c Configuration, rate fl
 	res.ServerCPUus, res.ClientCPUus, res.OtherCPUs = cpu.perRequest(lr.Measured)
 	if err := child.Stop(30 * time.Second); err != nil {
 		fmt.Fprintf(h.o.Log, "%s: %v\n", c.Name, err)
+	}
+	if c.Floor && res.E2E != nil {
+		res.E2E.WriteFailures = floorWriteFailures(child.LogTail(5))
 	}
 	if lr.Measured == 0 {
 		return res, fmt.Errorf("no request completed (errors %d, first: %s)\n%s", lr.Errors, lr.FirstError, child.LogTail(20))

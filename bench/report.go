@@ -54,8 +54,12 @@ type E2EResult struct {
 	// Stall, when the lag stood still (and above 0) for stallAfter during
 	// the drain: the consumer's state then, to tell undelivered events
 	// (a pull that stopped) from delivered ones never acknowledged.
-	Stall    string  `json:"stall,omitempty"`
-	Timeline []Point `json:"timeline"`
+	Stall string `json:"stall,omitempty"`
+	// WriteFailures is how many writes the floor's consumer tried again
+	// in place (what it reported on stopping): its rates include those
+	// pauses.
+	WriteFailures uint64  `json:"write_failures,omitempty"`
+	Timeline      []Point `json:"timeline"`
 	// AppliedVsPeakGw is AppliedRate / the round's hmac rps; for a paced
 	// run, WindowApplied / hmac rps.
 	AppliedVsPeakGw float64 `json:"applied_vs_gateway_peak"`
