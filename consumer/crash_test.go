@@ -1,7 +1,6 @@
 package consumer_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,35 +50,20 @@ func snapshot(t *testing.T, env *jstest.Env) finalState {
 // delivery expire), and checks GRANTS and the watermarks equal a run
 // without faults: no effect twice, nothing lost, no mark backwards.
 // GRANTS's duplicate window is 100 ms, shorter than any redelivery here:
-// the sequenced publish alone keeps a repeat out. Lease-free (the publish
-// is the rule's only effect) and leased (an effect runs before it); a
-// lease-free event has no step between its effects and its commit (its
-// GRANTS message is its record), so no crash after remembering.
+// the sequenced publish alone keeps a repeat out.
 func TestCrashAtEveryStepConverges(t *testing.T) {
-	t.Run("lease-free", func(t *testing.T) { testCrashAtEveryStep(t, false) })
-	t.Run("leased", func(t *testing.T) { testCrashAtEveryStep(t, true) })
-}
-
-func testCrashAtEveryStep(t *testing.T, leased bool) {
-	var extra []consumer.Effect
-	steps := consumer.CrashSteps
-	if leased {
-		extra = append(extra, consumer.EffectFunc(func(context.Context, consumer.Event) error { return nil }))
-	} else {
-		steps = slices.DeleteFunc(slices.Clone(steps), func(s string) bool { return s == "after-remember" })
-	}
 	base := jstest.StartWith(t, "", jstest.ShortGrantsWindow())
 	for _, e := range crashEvents {
 		store(t, base, e)
 	}
-	start(t, base, newProcessor(base, "clean", true, &auditLog{}, extra...), 1)
+	start(t, base, newProcessor(base, "clean", true, &auditLog{}), 1)
 	waitSettled(t, base)
 	want := snapshot(t, base)
 	if len(want.grants) != 5 {
 		t.Fatalf("fault-free run published %d, want 5: %v", len(want.grants), want.grants)
 	}
 
-	for _, step := range steps {
+	for _, step := range consumer.CrashSteps {
 		t.Run(step, func(t *testing.T) {
 			env := jstest.StartWith(t, "", jstest.ShortGrantsWindow())
 			for _, e := range crashEvents {
@@ -90,7 +74,7 @@ func testCrashAtEveryStep(t *testing.T, leased bool) {
 				dead bool
 				hit  bool
 			)
-			proc := newProcessor(env, "first", true, &auditLog{}, extra...)
+			proc := newProcessor(env, "first", true, &auditLog{})
 			consumer.SetCrash(proc, func(s, key string) bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -108,7 +92,7 @@ func testCrashAtEveryStep(t *testing.T, leased bool) {
 			waitFor(t, "the crash at "+step, func() bool { mu.Lock(); defer mu.Unlock(); return hit })
 			r.stop()
 
-			startAckWait(t, env, newProcessor(env, "second", true, &auditLog{}, extra...), 1, time.Second)
+			startAckWait(t, env, newProcessor(env, "second", true, &auditLog{}), 1, time.Second)
 			waitSettled(t, env)
 			got := snapshot(t, env)
 			if strings.Join(got.grants, "\n") != strings.Join(want.grants, "\n") {

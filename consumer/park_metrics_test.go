@@ -20,11 +20,11 @@ type failingGrants struct {
 	key string
 }
 
-func (f failingGrants) PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+func (f failingGrants) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
 	if key == f.key {
 		return 0, errors.New("GRANTS publish failed")
 	}
-	return f.Effects.PublishGrantAfter(ctx, subject, filter, key, last, h, body)
+	return f.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
 }
 
 // An event kept waiting several times whose next run then really fails
@@ -32,7 +32,7 @@ func (f failingGrants) PublishGrantAfter(ctx context.Context, subject, filter, k
 // retry: only the runs that find a kept event still waiting are left out
 // (found by review: every retry after the second wait was left out).
 func TestRunParkedThenFailedAttemptIsCounted(t *testing.T) {
-	s := newLeasedSeqEnv(t)
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
 	s.advance(90 * time.Second) // past d's lease, within the in-doubt wait

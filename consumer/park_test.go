@@ -22,7 +22,7 @@ import (
 // then f. (Handed back, e came back after f had applied and was stale: 17
 // of 1026 events in a CI run of TestConsumerHolderKill9KeepsEachSubjectsOrder.)
 func TestRunKeepsAnEventWaitingForAnInDoubtOneAtItsSubjectsHead(t *testing.T) {
-	s := newLeasedSeqEnv(t)
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	d := ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"}
 	e := ev{"e", "G-1", "2026-11-30T11:00:00Z", "a"}
@@ -92,7 +92,7 @@ func (d orderedDelivery) InProgress() error { return nil }
 func TestRunParkedEventWithoutItsInDoubtOne(t *testing.T) {
 	for _, stop := range []bool{false, true} {
 		t.Run(map[bool]string{false: "wait over", true: "stop"}[stop], func(t *testing.T) {
-			s := newLeasedSeqEnv(t)
+			s := newSeqEnv(t)
 			fx := jetstream.NewEffects(s.env.Conn)
 			s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
 			s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
@@ -136,7 +136,7 @@ func TestRunParkedEventWithoutItsInDoubtOne(t *testing.T) {
 // a retry in the metrics, not at every run (a crash left a warning a second
 // per subject in doubt).
 func TestRunParkedEventWarnsOnce(t *testing.T) {
-	s := newLeasedSeqEnv(t)
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
 	s.advance(90 * time.Second) // past d's lease, within the in-doubt wait
@@ -218,7 +218,7 @@ func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b
 func TestLeasesOfProcessesGoneAreNotWaitedFor(t *testing.T) {
 	for _, gone := range []bool{true, false} {
 		t.Run(map[bool]string{true: "owner gone", false: "owner not known gone"}[gone], func(t *testing.T) {
-			s := newLeasedSeqEnv(t)
+			s := newSeqEnv(t)
 			fx := jetstream.NewEffects(s.env.Conn)
 			d := ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"}
 			s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, d)
@@ -251,7 +251,7 @@ func TestLeasesOfProcessesGoneAreNotWaitedFor(t *testing.T) {
 // subjects held elsewhere as workers held up every subject, up to the
 // lease time.)
 func TestRunWorkerNotHeldByAnotherHoldersLease(t *testing.T) {
-	s := newLeasedSeqEnv(t)
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
 	audit := &auditLog{}
@@ -284,7 +284,7 @@ func TestRunWorkerNotHeldByAnotherHoldersLease(t *testing.T) {
 // nothing to keep the event for them): they still wait for another
 // holder's live lease in place, until it ends or their ctx does.
 func TestProcessOnceWaitsForALiveLeaseInPlace(t *testing.T) {
-	s := newLeasedSeqEnv(t)
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	s.applyThenCrash(t, s.proc("a", fx, &auditLog{}), ev{}, ev{"d", "G-1", "2026-11-30T10:00:00Z", "a"})
 	b := s.proc("b", fx, &auditLog{})

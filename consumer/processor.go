@@ -171,10 +171,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 //     memory.go.)
 //  2. wait for another holder's live lease; hand back an event whose
 //     subject is in doubt.
-//  3. claim the mark's lease by compare-and-set. Skipped by a rule whose
-//     only effect is a sequenced GRANTS publish (applyFree: the
-//     publish, sequenced on all of the subject's GRANTS subjects, orders
-//     it), unless another holder's lease is on the mark.
+//  3. claim the mark's lease by compare-and-set.
 //  4. effects: forward (Idempotency-Key = key), then publish to GRANTS
 //     (Nats-Msg-Id = key, deduplicated over the horizon).
 //  5. remember the key in APPLIED; a watermark rule that publishes per
@@ -189,8 +186,6 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 // between 5 and 6 is settled by the redelivery, or by a takeover of the
 // lease for the same key, without running the effects again. A crash
 // after 6 is caught by step 1 (the event is no longer newer than the mark).
-// Lease-free, a crash leaves no lease: the redelivery finds the event's
-// GRANTS message, if any, when its publish is refused.
 func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 	start := p.opts.Now()
 	defer func() {
@@ -281,33 +276,20 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		guessed     bool      // no mark read or cached: guessed absent (newGuess)
 		waitedSince time.Time // first wait for another holder's lease
 	)
-	// Lease-free (see applyFree) when the rule and the event allow it.
-	sg := p.sequenced[ev.Provider]
-	free := ""
-	if sg != nil {
-		free = sg.filter(ev)
-	}
 	for first := true; ; first = false {
 		// The cached mark only ever leads to the lease claim below (its
 		// compare-and-set fails if the mark moved, and the loop reads the
-		// store) or to a lease-free publish (sequenced on the mark's last
-		// GRANTS message: refused if another holder published since, and
-		// the loop reads the store): every decision taken without a
-		// write (stale, already-applied, wait) is taken on a mark read
-		// from the store.
+		// store): every decision taken without a write (stale,
+		// already-applied, wait) is taken on a mark read from the store.
 		cm, cr, cached, uncached := Mark{}, uint64(0), false, false
-		fresh := false // mark read from the store in this round
 		if first {
 			cm, cr, cached = p.cache.get(key)
 			// No mark cached: when most such subjects had none lately,
 			// guess this one has none either (a new subject). The claim
 			// below then creates the entry; if one exists, the create
-			// conflicts and the loop reads it. Not lease-free: there the
-			// publish comes before any write to the mark, and would take
-			// a subject whose GRANTS messages all expired (retention) for
-			// a new one.
+			// conflicts and the loop reads it.
 			uncached = !cached
-			guessed = uncached && free == "" && p.guessNew.guess()
+			guessed = uncached && p.guessNew.guess()
 			cached = cached || guessed
 		}
 		if cached && (!rule.Watermark || ev.OccurredAt.After(cm.At)) {
@@ -317,7 +299,6 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			if mark, rev, err = p.readMark(ctx, key); err != nil {
 				return p.retry(m, fmt.Errorf("read watermark: %w", err), false)
 			}
-			fresh = true
 			if uncached {
 				p.guessNew.learn(rev == 0)
 			}
@@ -373,13 +354,6 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			out.transient = false
 			p.waitAtHead(m, l.Key)
 			return out
-		}
-		if free != "" && mark.Lease == nil {
-			out, again := p.applyFree(ctx, m, rule, sg, free, mark, rev, !fresh)
-			if !again {
-				return out
-			}
-			continue // read the store: the cached mark was behind
 		}
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
 		claimed := mark
@@ -444,7 +418,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		}
 		effects := rule.Effects
 		if sg := p.sequenced[ev.Provider]; sg != nil {
-			pub = &grantPublish{p: p, sg: sg, mark: &mark, filter: sg.filter(ev)}
+			pub = &grantPublish{p: p, sg: sg, mark: &mark}
 			effects = append(slices.Clip(effects[:len(effects)-1]), pub)
 		}
 		if err := p.runEffects(ctx, m, effects); err != nil {
@@ -483,21 +457,6 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			return crashed
 		}
 	}
-	if out, ok := p.commit(ctx, m, rule, key, mark, rev, pub, false); !ok {
-		return out
-	}
-	pub.recordAdopted()
-	if p.crashAt(stepAfterWatermark, m.Event.Key) {
-		return crashed
-	}
-	return p.finishRemembered(ctx, m)
-}
-
-// commit moves the subject's mark past ev, whose effects ran, on the
-// mark its lease was claimed on (or, free: the mark it was applied on
-// without one) at rev. ok is false with the outcome when the store failed.
-func (p *Processor) commit(ctx context.Context, m *Message, rule Rule, key string, mark Mark, rev uint64, pub *grantPublish, free bool) (out Outcome, ok bool) {
-	ev := m.Event
 	lost := false
 	for {
 		base := mark
@@ -515,96 +474,34 @@ func (p *Processor) commit(ctx context.Context, m *Message, rule Rule, key strin
 			next = withGrant(next, pub.subject, pub.seq)
 		}
 		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {
-			// Someone took the subject after our lease expired (free: a
-			// holder of an older release, or of a subject too long to go
-			// without) and is applying now: keep their claim.
+			// Someone took the subject after our lease expired and is
+			// applying now: keep their claim.
 			next.Lease = l
 		}
 		_, err := p.putMark(ctx, key, next, rev)
 		if err == nil {
-			return Outcome{}, true
+			break
 		}
 		if !errors.Is(err, ErrConflict) {
 			// The effects are done and idempotent; redelivery converges.
-			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false), false
+			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false)
 		}
-		// Our lease expired (free: another process wrote the entry since
-		// we read it) and someone moved the entry: re-read and commit on
-		// top of what is there now, never backwards.
+		// Our lease expired and someone moved the entry: re-read and
+		// commit on top of what is there now, never backwards.
 		var gerr error
 		lost = true
 		mark, rev, gerr = p.readMark(ctx, key)
 		if gerr != nil {
-			return p.retry(m, fmt.Errorf("re-read watermark: %w", gerr), false), false
-		}
-		if free {
-			p.log.Debug("watermark moved while applying; committing on top",
-				slog.String("provider", ev.Provider), slog.String("key", ev.Key), slog.String("subject", ev.Subject))
-			continue
+			return p.retry(m, fmt.Errorf("re-read watermark: %w", gerr), false)
 		}
 		p.log.Warn("watermark lease lost while applying; committing on top",
 			slog.String("provider", ev.Provider), slog.String("key", ev.Key), slog.String("subject", ev.Subject))
 	}
-}
-
-// applyFree applies ev without claiming its subject's lease: the rule's
-// only effect is its sequenced GRANTS publish, sequenced on filter (all of
-// the subject's GRANTS subjects), which is the whole of what the lease
-// would order. Whoever else applies one of the subject's events (a replay
-// beside serve, an instance losing the consumer lock, a retry of an event
-// whose publish answer was lost) publishes on the same condition, so only
-// one publish lands on each last message; a refused one reads what
-// landed (grantPublish.Apply): its own message (applied), an older event
-// (taken in, then published after it), or a newer one (stale). So GRANTS
-// stays in watermark order and holds each event once, with two stored
-// writes per event (the publish and the commit) instead of three. An
-// event whose holder stopped before its publish is not in doubt: nothing
-// of it was written, and if a newer event of the subject applies first it
-// is stale when it comes back, as a failed one is. (serve puts the
-// deliveries of a stopped holder back ahead of anything newer, see
-// README "A restart after a crash".)
-//
-// behind: mark was not read from the store just now; a refused publish
-// then asks for it to be (again), as a failed claim would.
-func (p *Processor) applyFree(ctx context.Context, m *Message, rule Rule, sg *sequencedGrants, filter string, mark Mark, rev uint64, behind bool) (out Outcome, again bool) {
-	ev := m.Event
-	key := LeaseKey(ev)
-	if p.crashAt(stepBeforeEffects, ev.Key) {
-		return crashed, false
-	}
-	pub := &grantPublish{p: p, sg: sg, mark: &mark, filter: filter, behind: behind}
-	effects := append(slices.Clip(rule.Effects[:len(rule.Effects)-1]), pub)
-	if err := p.runEffects(ctx, m, effects); err != nil {
-		switch {
-		case errors.Is(err, errMarkBehind):
-			return Outcome{}, true
-		case errors.Is(err, errSuperseded):
-			return p.superseded(ctx, m, key, mark, rev, pub), false
-		}
-		if len(pub.adopted) > 0 {
-			// Keep what the publish learned from GRANTS, as a leased
-			// holder's release does.
-			if _, rerr := p.putMark(ctx, key, mark, rev); rerr == nil {
-				pub.recordAdopted()
-			}
-		}
-		if errors.Is(err, errGrantsMoving) {
-			return p.retry(m, err, false), false
-		}
-		return p.failed(ctx, m, err), false
-	}
-	m.effectsRan = true
-	if p.crashAt(stepAfterEffects, ev.Key) {
-		return crashed, false
-	}
-	if out, ok := p.commit(ctx, m, rule, key, mark, rev, pub, true); !ok {
-		return out, false
-	}
 	pub.recordAdopted()
-	if p.crashAt(stepAfterWatermark, ev.Key) {
-		return crashed, false
+	if p.crashAt(stepAfterWatermark, m.Event.Key) {
+		return crashed
 	}
-	return p.finishRemembered(ctx, m), false
+	return p.finishRemembered(ctx, m)
 }
 
 // settleOwn finishes an event whose holder stopped after remembering its

@@ -60,24 +60,15 @@ type GrantMsg struct {
 // rule's Grants that implements it publishes the sequenced way (above).
 type SequencedGrants interface {
 	// PublishGrantAfter publishes like Grants.PublishGrant, only if the
-	// last message on filter (a subject, or a wildcard covering it; ""
-	// means subject) is at sequence last (0: none); else it returns an
-	// error wrapping ErrGrantMoved and stores nothing. A wildcard filter
-	// needs a store for which FilteredGrants reports true.
-	PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, header http.Header, body []byte) (uint64, error)
-	// LastGrant returns the sequence of the last message on subject (or
-	// on any subject a wildcard matches), 0 if none.
+	// last message on subject is at sequence last (0: none); else it
+	// returns an error wrapping ErrGrantMoved and stores nothing.
+	PublishGrantAfter(ctx context.Context, subject, key string, last uint64, header http.Header, body []byte) (uint64, error)
+	// LastGrant returns the sequence of subject's last message, 0 if none.
 	LastGrant(ctx context.Context, subject string) (uint64, error)
-	// ScanGrants calls fn, in order, for the messages on subject (or a
-	// wildcard's subjects) after sequence after (0: from since, or from
-	// the first when since is zero) up to sequence upTo.
+	// ScanGrants calls fn, in order, for subject's messages after
+	// sequence after (0: from since, or from the first when since is
+	// zero) up to sequence upTo.
 	ScanGrants(ctx context.Context, subject string, after uint64, since time.Time, upTo uint64, fn func(GrantMsg)) error
-}
-
-// FilteredGrants is a SequencedGrants that can tell whether a wildcard
-// filter in PublishGrantAfter is honoured (the server's version).
-type FilteredGrants interface {
-	FiltersGrants() bool
 }
 
 // SequencedTemplate reports whether a rule with this ordering and publish
@@ -104,52 +95,12 @@ func sequencedOf(r Rule) *sequencedGrants {
 	if !ok {
 		return nil
 	}
-	sg := &sequencedGrants{tmpl: g.Template, store: s}
-	// Lease-free (see filter): the GRANTS publish is the rule's only
-	// effect, its applied keys are remembered by GRANTS itself, and the
-	// template gives each subject one GRANTS subject or, ending in
-	// {type}, a wildcard the server can check a publish against.
-	only := len(r.Effects) == 1 && grantsMemoryOf(r) != nil
-	switch t := strings.Count(g.Template, "{type}"); {
-	case !only:
-	case t == 0:
-		sg.free = true
-	case t == 1 && strings.HasSuffix(g.Template, ".{type}"):
-		f, ok := s.(FilteredGrants)
-		sg.free, sg.wild = ok && f.FiltersGrants(), true
-	}
-	return sg
+	return &sequencedGrants{tmpl: g.Template, store: s}
 }
 
 type sequencedGrants struct {
 	tmpl  string
 	store SequencedGrants
-	// free: events apply without the lease (Processor.applyFree) when
-	// filter gives one; wild: the filter is the template with its
-	// trailing {type} as ">".
-	free, wild bool
-}
-
-// filter is what ev's publish is sequenced on: the subject it publishes
-// to, or for a template ending in {type} the wildcard covering all of
-// its subject's types. "" when ev must take the lease (a rule that is
-// not lease-free; a subject so long that it, or one of its types, is
-// bounded to a digest outside the wildcard).
-func (sg *sequencedGrants) filter(ev Event) string {
-	if !sg.free {
-		return ""
-	}
-	if !sg.wild {
-		return RenderSubject(sg.tmpl, ev)
-	}
-	if len(renderSubject(sg.tmpl, ev)) > event.MaxSubject {
-		return ""
-	}
-	prefix := renderSubject(strings.TrimSuffix(sg.tmpl, "{type}"), ev)
-	if len(prefix)+1 > event.MaxSubject {
-		return ""
-	}
-	return prefix + ">"
 }
 
 // maxMarkGrants bounds Mark.Grants (a subject's events go to one GRANTS
@@ -168,25 +119,13 @@ const maxGrantRounds = 8
 // errGrantsMoving: a sequenced publish was refused maxGrantRounds times.
 var errGrantsMoving = errors.New("GRANTS subject kept moving")
 
-// errMarkBehind: a lease-free publish was refused on a mark not read from
-// the store; read it and decide again.
-var errMarkBehind = errors.New("watermark behind GRANTS")
-
 // grantPublish is the sequenced publish as the last effect of one event:
 // it reads and updates the mark the event's lease was claimed on.
 type grantPublish struct {
 	p    *Processor
 	sg   *sequencedGrants
 	mark *Mark
-	// filter, when set, is what the publish is sequenced on (see
-	// sequencedGrants.filter); else the subject it publishes to.
-	filter string
-	// behind: the mark was not read from the store for this attempt (a
-	// cached or guessed one, under no lease): a refusal then first reads
-	// it (errMarkBehind) rather than the GRANTS subject.
-	behind bool
-	// subject and seq are the published message's (subject: what its
-	// publish was sequenced on), for the commit.
+	// subject and seq are the published message's, for the commit.
 	subject string
 	seq     uint64
 	// found are the subject's events read from GRANTS (other than this
@@ -246,29 +185,22 @@ func (g *grantPublish) recordAdopted() {
 // Apply implements Effect.
 func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 	subj := RenderSubject(g.sg.tmpl, ev)
-	on := subj
-	if g.filter != "" {
-		on = g.filter
-	}
-	g.subject = on
-	last, known := g.mark.Grants[on]
+	g.subject = subj
+	last, known := g.mark.Grants[subj]
 	lease := LeaseKey(ev)
 	for range maxGrantRounds {
-		seq, err := g.sg.store.PublishGrantAfter(ctx, subj, on, ev.Key, last, ev.Header, ev.Body)
+		seq, err := g.sg.store.PublishGrantAfter(ctx, subj, ev.Key, last, ev.Header, ev.Body)
 		if err == nil {
 			g.seq = seq
-			*g.mark = withGrant(*g.mark, on, seq)
+			*g.mark = withGrant(*g.mark, subj, seq)
 			return nil
 		}
 		if !errors.Is(err, ErrGrantMoved) {
 			return fmt.Errorf("publish %s: %w", subj, err)
 		}
-		if g.behind {
-			return errMarkBehind
-		}
-		top, err := g.sg.store.LastGrant(ctx, on)
+		top, err := g.sg.store.LastGrant(ctx, subj)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", on, err)
+			return fmt.Errorf("read %s: %w", subj, err)
 		}
 		// Read what was published since the mark's commit; without a
 		// sequence (a subject from before sequenced publishes, a mark an
@@ -279,7 +211,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			since = g.p.opts.Now().Add(-h - grantsClockSlack)
 		}
 		ours := uint64(0)
-		err = g.sg.store.ScanGrants(ctx, on, last, since, top, func(m GrantMsg) {
+		err = g.sg.store.ScanGrants(ctx, subj, last, since, top, func(m GrantMsg) {
 			if m.Key == ev.Key {
 				ours = m.Seq
 				return
@@ -300,9 +232,9 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			*g.mark = next
 		})
 		if err != nil {
-			return fmt.Errorf("read %s: %w", on, err)
+			return fmt.Errorf("read %s: %w", subj, err)
 		}
-		*g.mark = withGrant(*g.mark, on, top)
+		*g.mark = withGrant(*g.mark, subj, top)
 		last, known = top, true
 		if ours != 0 {
 			g.seq = ours

@@ -37,8 +37,8 @@ func (l *lostAnswer) PublishGrant(ctx context.Context, subject, key string, h ht
 	return l.lose(key, seq, err)
 }
 
-func (l *lostAnswer) PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, h http.Header, body []byte) (uint64, error) {
-	seq, err := l.Effects.PublishGrantAfter(ctx, subject, filter, key, last, h, body)
+func (l *lostAnswer) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+	seq, err := l.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
 	return l.lose(key, seq, err)
 }
 
@@ -58,28 +58,10 @@ type seqEnv struct {
 	env   *jstest.Env
 	mu    sync.Mutex
 	clock time.Time
-	// leased: the rule runs an effect before its GRANTS publish (a
-	// forward, say), so its events take the subject's lease; else the
-	// publish is its only effect and they apply lease-free.
-	leased bool
 }
 
 func newSeqEnv(t *testing.T) *seqEnv {
 	return &seqEnv{env: jstest.StartWith(t, "", jstest.ShortGrantsWindow()), clock: time.Now()}
-}
-
-func newLeasedSeqEnv(t *testing.T) *seqEnv {
-	s := newSeqEnv(t)
-	s.leased = true
-	return s
-}
-
-// bothWays runs a sequenced-publish test with a lease-free rule and with
-// a leased one: their events reach the same GRANTS and marks by
-// different writes (the lease's claim, or none).
-func bothWays(t *testing.T, test func(*testing.T, *seqEnv)) {
-	t.Run("lease-free", func(t *testing.T) { test(t, newSeqEnv(t)) })
-	t.Run("leased", func(t *testing.T) { test(t, newLeasedSeqEnv(t)) })
 }
 
 func (s *seqEnv) now() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return s.clock }
@@ -93,11 +75,9 @@ func (s *seqEnv) proc(owner string, grants consumer.Grants, audit consumer.Audit
 // procWith is proc with its log and metrics, and opt (if not nil) applied
 // to its options.
 func (s *seqEnv) procWith(owner string, grants consumer.Grants, audit consumer.Auditor, log *slog.Logger, m *consumer.Metrics, opt func(*consumer.Options)) *consumer.Processor {
-	effects := []consumer.Effect{consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants}}
-	if s.leased {
-		effects = append([]consumer.Effect{consumer.EffectFunc(func(context.Context, consumer.Event) error { return nil })}, effects...)
-	}
-	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: effects}}
+	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
+		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
+	}}}
 	o := consumer.Options{
 		Owner: owner, MaxDeliver: 5, Backoff: []time.Duration{time.Second}, LeaseTTL: time.Minute,
 		Horizon: time.Hour, Now: s.now,
@@ -151,7 +131,7 @@ func (s *seqEnv) windowPassed(t *testing.T) {
 
 // applyThenCrash applies first (unless its key is empty) with p, then
 // delivers crashing, whose holder stops after its effects: published to
-// GRANTS, not committed (leased: the mark's lease still naming it).
+// GRANTS, the mark's lease still naming it.
 func (s *seqEnv) applyThenCrash(t *testing.T, p *consumer.Processor, first, crashing ev) {
 	t.Helper()
 	if first.key != "" {
@@ -180,10 +160,7 @@ func (s *seqEnv) applied(t *testing.T) []string {
 // after the window: the retry finds the message instead of storing a
 // second one.
 func TestSequencedLostAnswerRetriedAfterTheWindow(t *testing.T) {
-	bothWays(t, testSequencedLostAnswerRetriedAfterTheWindow)
-}
-
-func testSequencedLostAnswerRetriedAfterTheWindow(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	grants := &lostAnswer{Effects: jetstream.NewEffects(s.env.Conn), key: "k1"}
 	p := s.proc("a", grants, &auditLog{})
 	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
@@ -208,10 +185,7 @@ func testSequencedLostAnswerRetriedAfterTheWindow(t *testing.T, s *seqEnv) {
 // is committed, and k2's redelivery, long after the window, is
 // already-applied, not published twice.
 func TestSequencedInDoubtEventTakenIntoTheMark(t *testing.T) {
-	bothWays(t, testSequencedInDoubtEventTakenIntoTheMark)
-}
-
-func testSequencedInDoubtEventTakenIntoTheMark(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	audit := &auditLog{}
 	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
@@ -253,10 +227,7 @@ func testSequencedInDoubtEventTakenIntoTheMark(t *testing.T, s *seqEnv) {
 // already-applied (the applied-key lookup in GRANTS answered this one
 // before sequenced publishes too).
 func TestSequencedNewerEventAfterInDoubtOne(t *testing.T) {
-	bothWays(t, testSequencedNewerEventAfterInDoubtOne)
-}
-
-func testSequencedNewerEventAfterInDoubtOne(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
 	k6 := ev{"k6", "G-1", "2026-11-30T12:00:00Z", "a"}
@@ -282,10 +253,7 @@ func testSequencedNewerEventAfterInDoubtOne(t *testing.T, s *seqEnv) {
 // subject back a horizon and is not published again; the next event
 // publishes after it.
 func TestSequencedAfterTheMarkWasDeleted(t *testing.T) {
-	bothWays(t, testSequencedAfterTheMarkWasDeleted)
-}
-
-func testSequencedAfterTheMarkWasDeleted(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	p := s.proc("a", fx, &auditLog{})
 	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
@@ -335,8 +303,8 @@ func (s *seqEnv) stallAfter(fx *jetstream.Effects, key string, d time.Duration, 
 	return a
 }
 
-func (a *afterPublish) PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, h http.Header, body []byte) (uint64, error) {
-	seq, err := a.Effects.PublishGrantAfter(ctx, subject, filter, key, last, h, body)
+func (a *afterPublish) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+	seq, err := a.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
 	if err == nil && a.hook != nil {
 		a.hook(key)
 	}
@@ -351,10 +319,7 @@ func (a *afterPublish) PublishGrantAfter(ctx context.Context, subject, filter, k
 // sequence, and its redelivery publishes it again. (Found in review: a
 // second k2 once the applied-key lookup in GRANTS misses it.)
 func TestSequencedCommitOnTopKeepsWhatItFound(t *testing.T) {
-	bothWays(t, testSequencedCommitOnTopKeepsWhatItFound)
-}
-
-func testSequencedCommitOnTopKeepsWhatItFound(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
@@ -401,7 +366,7 @@ type meddling struct {
 	n int
 }
 
-func (m *meddling) PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, h http.Header, body []byte) (uint64, error) {
+func (m *meddling) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, body []byte) (uint64, error) {
 	if m.n > 0 {
 		m.n--
 		o := http.Header{}
@@ -410,7 +375,7 @@ func (m *meddling) PublishGrantAfter(ctx context.Context, subject, filter, key s
 			return 0, err
 		}
 	}
-	return m.Effects.PublishGrantAfter(ctx, subject, filter, key, last, h, body)
+	return m.Effects.PublishGrantAfter(ctx, subject, key, last, h, body)
 }
 
 // A GRANTS subject that keeps moving under a publish is not the event's
@@ -418,10 +383,7 @@ func (m *meddling) PublishGrantAfter(ctx context.Context, subject, filter, key s
 // an attempt (with max_deliver 1 a counted one would dead-letter it), and
 // the other provider's messages there are not taken into the mark.
 func TestSequencedRoundsRunOutRetryUncounted(t *testing.T) {
-	bothWays(t, testSequencedRoundsRunOutRetryUncounted)
-}
-
-func testSequencedRoundsRunOutRetryUncounted(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	grants := &meddling{Effects: jetstream.NewEffects(s.env.Conn), n: 10}
 	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
 		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
@@ -441,10 +403,7 @@ func testSequencedRoundsRunOutRetryUncounted(t *testing.T, s *seqEnv) {
 // without learning its sequence; the next event's publish reads it in
 // GRANTS. It is in the mark already: AUDIT records it applied once.
 func TestSequencedSettledTakeoverRecordedOnce(t *testing.T) {
-	bothWays(t, testSequencedSettledTakeoverRecordedOnce)
-}
-
-func testSequencedSettledTakeoverRecordedOnce(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	audit := &auditLog{}
 	k2 := ev{"k2", "G-1", "2026-11-30T11:00:00Z", "a"}
@@ -471,10 +430,7 @@ func testSequencedSettledTakeoverRecordedOnce(t *testing.T, s *seqEnv) {
 // a lease is lost without sequenced publishes; b cannot tell that c
 // recorded it.
 func TestSequencedFoundWhileLeaseLostRecordedOnce(t *testing.T) {
-	bothWays(t, testSequencedFoundWhileLeaseLostRecordedOnce)
-}
-
-func testSequencedFoundWhileLeaseLostRecordedOnce(t *testing.T, s *seqEnv) {
+	s := newSeqEnv(t)
 	fx := jetstream.NewEffects(s.env.Conn)
 	audit := &auditLog{}
 	k1 := ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -21,45 +20,14 @@ var _ consumer.SequencedGrants = (*Effects)(nil)
 // consumer.ErrGrantMoved; a retry after a lost answer whose first attempt
 // was stored is refused the same way (or answered duplicate, with the
 // first one's sequence), and the caller finds its message by reading.
-//
-// A filter other than subject (a wildcard covering it, see
-// consumer.SequencedGrants) is sent as
-// Nats-Expected-Last-Subject-Sequence-Subject: the server then compares
-// last with the last message on any subject the filter matches.
-func (e *Effects) PublishGrantAfter(ctx context.Context, subject, filter, key string, last uint64, header http.Header, body []byte) (uint64, error) {
+func (e *Effects) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, header http.Header, body []byte) (uint64, error) {
 	h := grantHeader(header)
 	h.Set(js.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-	if filter != "" && filter != subject {
-		h.Set(js.ExpectedLastSubjSeqSubjHeader, filter)
-	}
 	seq, err := e.publishGrant(ctx, subject, key, h, body)
 	if apiCode(err) == codeWrongLastSequence {
 		return 0, fmt.Errorf("publish %s after %d: %w: %w", subject, last, consumer.ErrGrantMoved, err)
 	}
 	return seq, err
-}
-
-// FiltersGrants implements consumer.FilteredGrants: the connected server
-// checks a publish's expected last sequence on a filter
-// (Nats-Expected-Last-Subject-Sequence-Subject) from nats-server 2.11 on;
-// an older one ignores the header and would check the literal subject.
-func (e *Effects) FiltersGrants() bool {
-	return versionAtLeast(e.nc.ConnectedServerVersion(), 2, 11)
-}
-
-// versionAtLeast reports whether a server version ("2.11.3",
-// "2.12.0-beta.1") is major.minor or later; an unreadable one is not.
-func versionAtLeast(v string, major, minor int) bool {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return false
-	}
-	maj, err1 := strconv.Atoi(parts[0])
-	mnr, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return maj > major || maj == major && mnr >= minor
 }
 
 // LastGrant implements consumer.SequencedGrants, reading from the stream

@@ -35,15 +35,15 @@ func TestSequencedGrants(t *testing.T) {
 	if top, err := fx.LastGrant(ctx, subj); err != nil || top != 0 {
 		t.Fatalf("LastGrant of an empty subject = %d, %v; want 0", top, err)
 	}
-	s1, err := fx.PublishGrantAfter(ctx, subj, "", "k1", 0, hdr("k1"), []byte(`{"n":1}`))
+	s1, err := fx.PublishGrantAfter(ctx, subj, "k1", 0, hdr("k1"), []byte(`{"n":1}`))
 	if err != nil {
 		t.Fatalf("first publish on an empty subject: %v", err)
 	}
 	// Another subject's messages move neither the expectation nor the reads.
-	if _, err := fx.PublishGrantAfter(ctx, other, "", "o1", 0, hdr("o1"), []byte(`{}`)); err != nil {
+	if _, err := fx.PublishGrantAfter(ctx, other, "o1", 0, hdr("o1"), []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := fx.PublishGrantAfter(ctx, subj, "", "k2", s1, hdr("k2"), []byte(`{"n":2}`))
+	s2, err := fx.PublishGrantAfter(ctx, subj, "k2", s1, hdr("k2"), []byte(`{"n":2}`))
 	if err != nil {
 		t.Fatalf("publish after the last message: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestSequencedGrants(t *testing.T) {
 		return err == nil && seq != s1
 	})
 	for _, key := range []string{"k1", "k3"} {
-		_, err := fx.PublishGrantAfter(ctx, subj, "", key, s1, hdr(key), []byte(`{}`))
+		_, err := fx.PublishGrantAfter(ctx, subj, key, s1, hdr(key), []byte(`{}`))
 		if !errors.Is(err, consumer.ErrGrantMoved) {
 			t.Fatalf("publish of %s after %d (last is %d): %v, want ErrGrantMoved", key, s1, s2, err)
 		}
@@ -96,65 +96,5 @@ func TestSequencedGrants(t *testing.T) {
 	}
 	if keys := scan(0, time.Now().Add(-time.Hour), s2); !slices.Equal(keys, []string{"k1", "k2"}) {
 		t.Fatalf("scan from an hour back = %v, want [k1 k2]", keys)
-	}
-}
-
-// A publish sequenced on a wildcard (a subject's GRANTS subjects of all
-// types): checked against the last message on any of them, not only on the
-// subject it goes to; other subjects' messages do not count; LastGrant and
-// ScanGrants read the wildcard the same way.
-func TestSequencedGrantsOnAWildcard(t *testing.T) {
-	e, c := startEmbedded(t, t.TempDir(), testStreams())
-	t.Cleanup(func() { c.Close(); e.Shutdown() })
-	fx := NewEffects(c)
-	if !fx.FiltersGrants() {
-		t.Fatalf("FiltersGrants = false on nats-server %s, want true (2.11+)", c.JS.Conn().ConnectedServerVersion())
-	}
-	ctx := context.Background()
-	const filter = "grants.p.G-1.>"
-	hdr := func(key string) http.Header { h := http.Header{}; h.Set("Hookgate-Key", key); return h }
-
-	s1, err := fx.PublishGrantAfter(ctx, "grants.p.G-1.award", filter, "k1", 0, hdr("k1"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fx.PublishGrantAfter(ctx, "grants.p.G-10.award", "grants.p.G-10.>", "o1", 0, hdr("o1"), nil); err != nil {
-		t.Fatalf("another subject's first publish: %v", err)
-	}
-	// Another type of G-1, expecting an empty subject: refused (k1 is
-	// under the wildcard), though its own subject has no message.
-	if _, err := fx.PublishGrantAfter(ctx, "grants.p.G-1.award.paid", filter, "k2", 0, hdr("k2"), nil); !errors.Is(err, consumer.ErrGrantMoved) {
-		t.Fatalf("publish on another type expecting none: %v, want ErrGrantMoved", err)
-	}
-	s2, err := fx.PublishGrantAfter(ctx, "grants.p.G-1.award.paid", filter, "k2", s1, hdr("k2"), nil)
-	if err != nil {
-		t.Fatalf("publish on another type after the wildcard's last: %v", err)
-	}
-	if _, err := fx.PublishGrantAfter(ctx, "grants.p.G-1.award", filter, "k3", s1, hdr("k3"), nil); !errors.Is(err, consumer.ErrGrantMoved) {
-		t.Fatalf("publish after its own subject's last, not the wildcard's: %v, want ErrGrantMoved", err)
-	}
-	if top, err := fx.LastGrant(ctx, filter); err != nil || top != s2 {
-		t.Fatalf("LastGrant(%s) = %d, %v; want %d", filter, top, err, s2)
-	}
-	var keys []string
-	if err := fx.ScanGrants(ctx, filter, 0, time.Time{}, s2, func(m consumer.GrantMsg) { keys = append(keys, m.Key) }); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(keys, []string{"k1", "k2"}) {
-		t.Fatalf("ScanGrants(%s) = %v, want [k1 k2]", filter, keys)
-	}
-}
-
-func TestVersionAtLeast(t *testing.T) {
-	for _, c := range []struct {
-		v    string
-		want bool
-	}{
-		{"2.11.0", true}, {"2.15.2", true}, {"3.0.0", true}, {"2.12.0-beta.1", true},
-		{"2.10.29", false}, {"1.99.0", false}, {"", false}, {"x.y", false}, {"2", false},
-	} {
-		if got := versionAtLeast(c.v, 2, 11); got != c.want {
-			t.Errorf("versionAtLeast(%q, 2, 11) = %v, want %v", c.v, got, c.want)
-		}
 	}
 }
