@@ -69,7 +69,7 @@ func TestReviewAReplayAfterServeKill9DoesNotWaitOutTheDeadLease(t *testing.T) {
 	}
 	took := time.Since(began)
 	t.Logf("replay took %s:\n%s%s", took.Round(time.Millisecond), out.String(), errb.String())
-	if took > 10*time.Second {
+	if took > 20*time.Second { // the dead serve's lease: 45 s
 		t.Errorf("replay with no serve running waited %s (the dead serve's lease, forward.timeout + 30 s) before deciding k1, printing nothing meanwhile", took.Round(time.Second))
 	}
 }

@@ -78,6 +78,26 @@ func oneAccount(a config.Account) bool { return a.Header == "" && a.JSON == "" }
 // none): on the embedded server another serve's lease is a dead one's.
 const servePrefix = "serve@"
 
+// deadServe is consumer.Options.Gone for a process holding the embedded
+// data_dir's lock (serve, or an operator command that opened data_dir
+// itself): no serve runs beside it, so a serve's lease is a dead one's. A
+// CLI's is not: another operator command may be connected through
+// nats.embedded.listen.
+func deadServe(owner string) bool { return strings.HasPrefix(owner, servePrefix) }
+
+// cliProcessorOptions is processorOptions for an operator command on sys.
+// One that opened data_dir itself holds its lock, so it knows a serve's
+// leases for dead ones, as serve does after a restart; before, a replay run
+// after a kill -9 of serve waited out the dead serve's lease on each
+// subject it held (forward.timeout + 30 s), silent (review A).
+func cliProcessorOptions(cfg *config.Config, sys *system) consumer.Options {
+	o := processorOptions(cfg)
+	if sys.embedded != nil {
+		o.Gone = deadServe
+	}
+	return o
+}
+
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()
@@ -139,7 +159,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	if !external {
 		// data_dir's lock: only one serve at a time; another's lease is a
 		// dead one's (its own is never waited for).
-		o.Gone = func(owner string) bool { return strings.HasPrefix(owner, servePrefix) }
+		o.Gone = deadServe
 	}
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {

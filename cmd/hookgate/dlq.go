@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,7 +47,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil || n == 0 {
 			return usagef("dlq %s: %q is not a DLQ sequence number", sub, fs.Arg(0))
 		}
-		seqs = append(seqs, n)
+		if !slices.Contains(seqs, n) { // given twice, the second said "not found" (review A)
+			seqs = append(seqs, n)
+		}
 		rest = fs.Args()[1:]
 	}
 	switch sub {
@@ -94,7 +97,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer stopAudit()
 
 	rec := &letterRecorder{}
-	o := processorOptions(cfg)
+	o := cliProcessorOptions(cfg, sys)
 	o.MaxDeliver = 1 // one synchronous attempt: a failure is re-appended at once
 	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
 		rec.next = d
@@ -128,7 +131,11 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		notFed = fmt.Sprintf(", %d not re-fed", n)
 	}
 	if *dryRun {
-		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s\n", len(seqs), notFed)
+		again := ""
+		if n := count[failedAgain]; n > 0 {
+			again = fmt.Sprintf(", %d would be dead-lettered again", n)
+		}
+		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s%s\n", len(seqs), again, notFed)
 	} else {
 		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved, %d failed again%s\n", count[resolved]+count[failedAgain], count[resolved], count[failedAgain], notFed)
 	}
@@ -185,16 +192,24 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), notRefed
 	}
 	ev := letterEvent(m)
+	if _, ok := sys.cfg.Providers[ev.Provider]; !ok {
+		// Re-fed, it was dead-lettered again for want of a rule: a new
+		// letter for the same event, the old one removed.
+		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ", seq, ev.Key, ev.Provider), notRefed
+	}
 	if dryRun {
 		j, err := proc.Judge(ctx, ev, 0)
 		if err != nil {
 			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), notRefed
 		}
-		d := j.Decision
-		if d == consumer.Applied {
+		d, res := j.Decision, resolved
+		switch d {
+		case consumer.Applied:
 			d = "apply"
+		case consumer.DeadLettered:
+			res = failedAgain // counted, and exit 1, as the re-feed would (review A)
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), resolved
+		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), res
 	}
 	rec.seq = 0
 	out := proc.ProcessOnce(ctx, ev, 1)

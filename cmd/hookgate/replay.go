@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,10 +24,16 @@ import (
 
 // Replay decisions printed per event (CONTRACT.md, replay).
 const (
-	decApply         = "apply"
-	decApplied       = "applied"
-	decRedelivered   = "redelivered"
-	decFailed        = "failed"
+	decApply       = "apply"
+	decApplied     = "applied"
+	decRedelivered = "redelivered"
+	decFailed      = "failed"
+	// decNotInConfig: the event's provider is not in the config replay
+	// was given. Judged by the consumer's rule for that (no rule:
+	// dead-lettered), a config copied from another instance wrote a letter
+	// and a dead-lettered record for every stored event of the provider,
+	// applied ones included, and exited 0 (review A).
+	decNotInConfig   = "not-in-config"
 	decSkippedReason = "skipped: beyond the horizon (use --force)"
 	// forcedReason goes with an event --force applies from beyond the
 	// horizon.
@@ -80,8 +88,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		r.Filter = "webhooks." + *provider + ".>"
 	}
 
-	ctx, cancel := cliContext(ctx)
-	defer cancel()
+	// No overall deadline (other operator commands have 10 minutes): a
+	// replay decides some hundred events a second, and one over a day of
+	// traffic stopped at 10 minutes, its advice to run it again starting
+	// over from --since (review A). Each store call has its own timeout;
+	// Ctrl-C stops it, saying where to go on from.
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sys, err := openForCLI(ctx, cfg, logger, readOnly)
 	if err != nil {
@@ -91,7 +102,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
-	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, processorOptions(cfg), nil)
+	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, cliProcessorOptions(cfg, sys), nil)
 	if err != nil {
 		return err
 	}
@@ -111,7 +122,10 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	counts := map[string]int{}
 	progress := newProgress(stderr)
 	letters := &storedLetters{sys: sys}
+	missing := map[string]bool{} // providers of stored events that the config lacks
+	var undecided uint64         // the first stored event not decided yet, once one was read
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
+		undecided = m.Seq
 		if err := ctx.Err(); err != nil {
 			// Interrupted (or out of time): the events left were not
 			// tried; re-feeding them with a dead context reported each
@@ -125,23 +139,40 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		if *subject != "" && ev.Subject != *subject {
 			return nil
 		}
+		if _, ok := cfg.Providers[ev.Provider]; !ok {
+			counts[decNotInConfig]++
+			missing[ev.Provider] = true
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decNotInConfig, "provider "+ev.Provider+" is not in this config: left alone")
+			progress.step(total)
+			return nil
+		}
 		decision, reason := replayOne(ctx, proc, forwards, audit, letters, cfg, ev, *dryRun, *redeliver, *force)
 		counts[decision]++
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
 		progress.step(total)
+		undecided = m.Seq + 1
 		return nil
 	})
 	progress.done()
 	_ = tw.Flush()
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintln(stdout, summary(counts, *dryRun))
-		fmt.Fprintf(stderr, "hookgate: replay stopped (%v): the events after those listed were not replayed; run it again to go on (applied ones are found already applied)\n", ctx.Err())
+		goOn := "run it again to go on"
+		if undecided > 0 {
+			goOn = fmt.Sprintf("run it again with --from-seq %d (and the same filters) to go on", undecided)
+		}
+		fmt.Fprintf(stderr, "hookgate: replay stopped (%v): the events after those listed were not replayed; %s (applied ones are found already applied)\n", ctx.Err(), goOn)
 		return silentError{1}
 	}
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	fmt.Fprintln(stdout, summary(counts, *dryRun))
+	if n := counts[decNotInConfig]; n > 0 {
+		fmt.Fprintf(stderr, "hookgate: replay: %d events of providers not in the config were left alone (%s): replay them with a config that has them\n",
+			n, strings.Join(slices.Sorted(maps.Keys(missing)), ", "))
+		return silentError{1}
+	}
 	if counts[decFailed] > 0 {
 		return silentError{1}
 	}

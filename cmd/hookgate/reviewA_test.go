@@ -75,8 +75,49 @@ func TestReviewAReplayWithAConfigMissingAProviderDoesNotDeadLetterAppliedEvents(
 	if strings.Contains(r.stdout, "dead-lettered") {
 		t.Errorf("replay with a config lacking provider p decided its applied event dead-lettered:\n%s", r.stdout)
 	}
+	if !strings.Contains(r.stdout, "not-in-config") || r.code != 1 || !strings.Contains(r.stderr, "not in the config were left alone (p)") {
+		t.Errorf("replay with a config lacking provider p: exit %d, want 1, its event reported not-in-config and p named:\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	l := review9Run(t, "", "dlq", "list", "--config", live)
 	if !strings.Contains(l.stdout, "0 letters") {
 		t.Errorf("after that replay DLQ holds letters for an event that was applied:\n%s", l.stdout)
+	}
+}
+
+// Review A's smaller findings in dlq replay: a SEQ given twice was re-fed
+// once and then reported "not found" (exit 1); a dry run counted a letter
+// that would be dead-lettered again among the rest and exited 0; a letter
+// of a provider missing from the config was re-fed, dead-lettered again
+// for want of a rule, its letter replaced by a new one.
+func TestReviewADLQReplaySmallerFindings(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	live := reviewAConfig(t, dataDir, natsAddr, "", review6Provider)
+	s := review7Start(t, live, true)
+	// No occurred_at under watermark ordering: dead-lettered at once.
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	reviewAWaitFor(t, "1 letters", 15*time.Second, "dlq", "list", "--config", live)
+
+	r := review9Run(t, "", "dlq", "replay", "1", "1", "--dry-run", "--config", live)
+	if strings.Contains(r.stdout, "not found") || strings.Count(r.stdout, "p:default:evt:e1") != 1 {
+		t.Errorf("dlq replay 1 1 --dry-run: want letter 1 once, none not found:\n%s%s", r.stdout, r.stderr)
+	}
+	if r.code != 1 || !strings.Contains(r.stdout, "1 would be dead-lettered again") {
+		t.Errorf("dry run of a letter that would fail again: exit %d, want 1 and the summary saying so:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	other := reviewAConfig(t, dataDir, natsAddr, "", `providers:
+  q:
+    signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["`+review6Secret+`"] }
+    event_id: ["json:/id"]
+`)
+	r = review9Run(t, "", "dlq", "replay", "1", "--config", other)
+	if r.code != 1 || !strings.Contains(r.stdout, "provider p is not in this config: letter left in DLQ") {
+		t.Errorf("dlq replay of a letter whose provider the config lacks: exit %d, want 1 and the letter left:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	l := review9Run(t, "", "dlq", "list", "--config", live)
+	if !strings.Contains(l.stdout, "1 letters") || !strings.HasPrefix(strings.Split(l.stdout, "\n")[1], "1 ") {
+		t.Errorf("after that, DLQ should hold letter 1 as it was:\n%s", l.stdout)
 	}
 }
