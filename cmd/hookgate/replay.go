@@ -125,7 +125,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	missing := map[string]bool{} // providers of stored events that the config lacks
 	var undecided uint64         // the first stored event not decided yet, once one was read
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
-		undecided = m.Seq
+		if undecided == 0 {
+			undecided = m.Seq
+		}
 		if err := ctx.Err(); err != nil {
 			// Interrupted (or out of time): the events left were not
 			// tried; re-feeding them with a dead context reported each
@@ -150,7 +152,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		counts[decision]++
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
 		progress.step(total)
-		undecided = m.Seq + 1
+		if ctx.Err() == nil { // else the interrupt may have cut it short: go on from it
+			undecided = m.Seq + 1
+		}
 		return nil
 	})
 	progress.done()

@@ -324,6 +324,11 @@ func TestReview9InterruptedReplayStops(t *testing.T) {
 	if code != 1 || !strings.Contains(errb.String(), "replay stopped") {
 		t.Errorf("interrupted replay: exit %d, want 1 with a line saying it stopped:\n%s%s", code, out.String(), errb.String())
 	}
+	// It says where to go on from: m0, whose forward the interrupt cut
+	// short (going on after it would skip it).
+	if !strings.Contains(errb.String(), "--from-seq 1 ") {
+		t.Errorf("interrupted replay: want the advice to go on with --from-seq 1:\n%s%s", out.String(), errb.String())
+	}
 	for _, key := range []string{"grants:default:evt:m1", "grants:default:evt:m2"} {
 		if strings.Contains(out.String(), key) {
 			t.Errorf("interrupted during the first event, the replay reports %s, which it never tried (exit %d):\n%s%s", key, code, out.String(), errb.String())
