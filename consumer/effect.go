@@ -47,19 +47,3 @@ var ErrPermanent = errors.New("permanent failure")
 
 // Permanent wraps err so the consumer dead-letters the event at once.
 func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }
-
-// ErrStoreTrouble marks an effect's error as the store's, not the event's:
-// GRANTS full (its max_bytes reached) or not answering. The event is tried
-// again without counting an attempt, so it is never dead-lettered for it,
-// and the effects that succeeded before the failing one are not run again
-// while the delivery lasts. (Counted, a GRANTS that filled up had every
-// event forwarded max_deliver times and then dead-lettered; review C.)
-var ErrStoreTrouble = errors.New("store trouble")
-
-// StoreTrouble wraps err as ErrStoreTrouble; its message is err's.
-func StoreTrouble(err error) error { return storeTrouble{err} }
-
-type storeTrouble struct{ err error }
-
-func (e storeTrouble) Error() string   { return e.err.Error() }
-func (e storeTrouble) Unwrap() []error { return []error{ErrStoreTrouble, e.err} }

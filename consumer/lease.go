@@ -184,7 +184,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			} else if rerr == nil {
 				pub.recordAdopted()
 			}
-			if storesFault(err) {
+			if errors.Is(err, errGrantsMoving) {
 				return p.retry(m, err, false) // not the event's fault
 			}
 			return p.failed(ctx, m, err)

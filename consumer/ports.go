@@ -122,11 +122,6 @@ type Message struct {
 	// applied by an earlier one); a panic after that is not a failure
 	// (Processor.panicked).
 	effectsRan bool
-	// effectsDone counts the rule's effects that succeeded in this
-	// delivery, in order, before one failed for its store's sake
-	// (ErrStoreTrouble): the runs that try again start after them, so a
-	// forward is not POSTed again at every run while GRANTS is full.
-	effectsDone int
 	// letter is the reason this delivery was decided dead-lettered with,
 	// set when writing the letter failed: the runs that try again write
 	// the letter only, never the effects again (a forward that answered

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -309,13 +308,6 @@ const handBackDelay = time.Second
 // progress, well inside any AckWait.
 const keepAlive = 5 * time.Second
 
-// storesFault reports whether an effect's error is its store's, not the
-// event's (GRANTS full or not answering, a GRANTS subject that kept
-// moving): the event is tried again without counting an attempt.
-func storesFault(err error) bool {
-	return errors.Is(err, ErrStoreTrouble) || errors.Is(err, errGrantsMoving)
-}
-
 func (p *Processor) runEffects(ctx context.Context, m *Message, effects []Effect) error {
 	// Keep the delivery alive while effects run. A timer, not a goroutine
 	// per event: almost every event finishes long before it fires. The
@@ -343,14 +335,8 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, effects []Effect
 		mu.Unlock()
 		t.Stop()
 	}()
-	for i, e := range effects {
-		if i < m.effectsDone {
-			continue // succeeded in an earlier run of this delivery
-		}
+	for _, e := range effects {
 		if err := e.Apply(ctx, m.Event); err != nil {
-			if storesFault(err) {
-				m.effectsDone = i
-			}
 			return err
 		}
 	}

@@ -65,19 +65,9 @@ func (e *Effects) publishGrant(ctx context.Context, subject, key string, h nats.
 	// that lets newer events overtake an event already in GRANTS.
 	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body, Deadline: time.Now().Add(grantPublishLimit)})
 	if err != nil {
-		return 0, grantsTrouble(err)
+		return 0, err
 	}
 	return res.Seq, nil
-}
-
-// grantsTrouble marks a GRANTS write or read that failed for the store's
-// sake (full, not answering) as consumer.ErrStoreTrouble: the consumer
-// tries the event again without counting an attempt.
-func grantsTrouble(err error) error {
-	if errors.Is(err, ErrStreamFull) || errors.Is(err, ErrUnavailable) {
-		return consumer.StoreTrouble(err)
-	}
-	return err
 }
 
 // DeadLetter implements consumer.DeadLetters: the original body and
