@@ -75,7 +75,13 @@ func (k *checker) add(warning bool, key, format string, args ...any) {
 }
 
 func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
-func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
+
+// headerAllowance is the room a stream holding bodies should leave over
+// http.max_body_bytes for an event's headers (serve's NATS max payload
+// allows 64 KiB of them).
+const headerAllowance = 64 << 10
+
+func (k *checker) warnf(key, format string, args ...any) { k.add(true, key, format, args...) }
 
 // inFile reports whether key itself is written in the file (not defaulted).
 func (k *checker) inFile(key string) bool {
@@ -247,6 +253,12 @@ func (c *Config) checkRetention(k *checker) {
 			k.errorf(key+".max_bytes", "must be > 0")
 		case s.bodies && c.HTTP.MaxBodyBytes > 0 && s.l.MaxBytes < c.HTTP.MaxBodyBytes:
 			k.errorf(key+".max_bytes", "%d is smaller than http.max_body_bytes (%d): one event would not fit", s.l.MaxBytes, c.HTTP.MaxBodyBytes)
+		case s.bodies && c.HTTP.MaxBodyBytes > 0 && s.l.MaxBytes < c.HTTP.MaxBodyBytes+headerAllowance:
+			// The stream refuses a message larger than its max_bytes with
+			// the answer it gives when full: a GRANTS message of the
+			// largest body was dead-lettered as "stream full" (review D).
+			k.warnf(key+".max_bytes", "%d leaves less than 64 KiB over http.max_body_bytes (%d) for an event's headers: the largest events may never fit (WEBHOOKS answers them 503, GRANTS and DLQ refuse them as full)",
+				s.l.MaxBytes, c.HTTP.MaxBodyBytes)
 		}
 	}
 	if r.Webhooks.MaxAge > 0 && c.Dedup.Horizon > 0 && r.Webhooks.MaxAge < c.Dedup.Horizon {

@@ -126,6 +126,7 @@ func TestValidate(t *testing.T) {
 		{"audit shorter than window", func(c *Config) { c.Retention.Audit.MaxAge = time.Minute }, "retention.audit.max_age", "1m is shorter than dedup.window (2m)", false},
 		{"dlq smaller than a body", func(c *Config) { c.Retention.DLQ.MaxBytes = 1000 }, "retention.dlq.max_bytes", "1000 is smaller than http.max_body_bytes (1048576): one event would not fit", false},
 		{"grants smaller than a body", func(c *Config) { c.Retention.Grants.MaxBytes = 1000 }, "retention.grants.max_bytes", "one event would not fit", false},
+		{"grants without room for headers", func(c *Config) { c.Retention.Grants.MaxBytes = c.HTTP.MaxBodyBytes }, "retention.grants.max_bytes", "1048576 leaves less than 64 KiB over http.max_body_bytes (1048576) for an event's headers", true},
 
 		// consumer, roles
 		{"workers", func(c *Config) { c.Consumer.Workers = 0 }, "consumer.workers", "must be at least 1, got 0", false},
