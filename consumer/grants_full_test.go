@@ -49,16 +49,7 @@ func TestFullGrantsDoesNotStarveProvidersWithoutGrants(t *testing.T) {
 	streams := jstest.Streams()
 	streams.Grants.MaxBytes = 64 // full: no message fits
 	env := jstest.StartWith(t, "", streams)
-	var hits atomic.Int32
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	t.Cleanup(target.Close)
-	fwd, err := consumer.NewForward(consumer.ForwardOptions{URL: target.URL, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fwd, hits := countingForward(t, http.StatusNoContent)
 	fx := jetstream.NewEffects(env.Conn)
 	rules := map[string]consumer.Rule{
 		"grants": {Watermark: true, OneAccount: true,
@@ -148,4 +139,21 @@ func letterCount(t testing.TB, env *jstest.Env) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// countingForward is a forward effect to a loopback receiver that answers
+// status and counts the requests it got.
+func countingForward(t *testing.T, status int) (*consumer.Forward, *atomic.Int32) {
+	t.Helper()
+	hits := new(atomic.Int32)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(target.Close)
+	fwd, err := consumer.NewForward(consumer.ForwardOptions{URL: target.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fwd, hits
 }

@@ -3,9 +3,7 @@ package consumer_test
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -97,16 +95,7 @@ func TestReview9FailedDeadLetterWriteDoesNotReRunForward(t *testing.T) {
 	streams := jstest.Streams()
 	streams.DLQ.MaxBytes = 64 // full: no letter fits
 	env := jstest.StartWith(t, "", streams)
-	var hits atomic.Int32
-	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		w.WriteHeader(http.StatusUnprocessableEntity)
-	}))
-	t.Cleanup(refuse.Close)
-	fwd, err := consumer.NewForward(consumer.ForwardOptions{URL: refuse.URL, Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fwd, hits := countingForward(t, http.StatusUnprocessableEntity)
 	storeAs(t, env, "grants", "k-refused", "G-1", "2026-11-30T10:00:00Z")
 	start(t, env, newProcessor(env, "a", true, &auditLog{}, fwd), 1)
 

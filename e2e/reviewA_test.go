@@ -16,10 +16,10 @@ import (
 // nats.embedded.listen, so the CLI opens data_dir itself: holding data_dir's
 // lock, it knows no serve runs, and the README says the embedded server's
 // restarted serve "knows a dead serve's leases for what they are and does
-// not wait". The CLI's processor has no such knowledge (consumer.Options.Gone
-// is set only for serve): the replay sits silent, printing nothing, until
-// the dead serve's lease expires (forward.timeout + 30 s, here 45 s), then
-// applies k1.
+// not wait". So must the CLI's processor (cliProcessorOptions). Before,
+// consumer.Options.Gone was set only for serve: the replay sat silent,
+// printing nothing, until the dead serve's lease expired (forward.timeout
+// + 30 s, here 45 s), then applied k1 (review A).
 func TestReviewAReplayAfterServeKill9DoesNotWaitOutTheDeadLease(t *testing.T) {
 	const key = "grants:default:evt:k1"
 	var (

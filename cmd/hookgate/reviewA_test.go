@@ -44,12 +44,12 @@ func reviewAWaitFor(t *testing.T, want string, within time.Duration, args ...str
 // rules ... one line per event with its key and decision (apply, stale,
 // already-applied, beyond-horizon)". Run with a config that lacks one of
 // the providers whose events are stored (a copy for another instance, a
-// provider renamed for the next rollout), `hookgate replay` dead-letters
-// every stored event of that provider, already-applied ones included,
-// and exits 0: DLQ (the operator's alert) fills with letters for events
-// that were applied, and AUDIT records them as dead-lettered. `replay
-// --provider P` with the same config refuses P as "not in the config"
-// (exit 1); without the filter the same mistake writes letters.
+// provider renamed for the next rollout), `hookgate replay` reports those
+// events not-in-config, leaves them alone and exits 1 naming the
+// provider. Before (review A) it dead-lettered every stored event of that
+// provider, already-applied ones included, and exited 0: DLQ (the
+// operator's alert) filled with letters for events that were applied, and
+// AUDIT recorded them as dead-lettered.
 func TestReviewAReplayWithAConfigMissingAProviderDoesNotDeadLetterAppliedEvents(t *testing.T) {
 	dataDir, natsAddr := t.TempDir(), freeAddr(t)
 	live := reviewAConfig(t, dataDir, natsAddr, "", review6Provider+`  q:
