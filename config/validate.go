@@ -75,13 +75,7 @@ func (k *checker) add(warning bool, key, format string, args ...any) {
 }
 
 func (k *checker) errorf(key, format string, args ...any) { k.add(false, key, format, args...) }
-
-// headerAllowance is the room a stream holding bodies should leave over
-// http.max_body_bytes for an event's headers (serve's NATS max payload
-// allows 64 KiB of them).
-const headerAllowance = 64 << 10
-
-func (k *checker) warnf(key, format string, args ...any) { k.add(true, key, format, args...) }
+func (k *checker) warnf(key, format string, args ...any)  { k.add(true, key, format, args...) }
 
 // inFile reports whether key itself is written in the file (not defaulted).
 func (k *checker) inFile(key string) bool {
@@ -233,6 +227,11 @@ func (c *Config) checkDedup(k *checker) {
 // shortKeyIndexWindow: a dedup.window below it gets a warning on the
 // embedded server.
 const shortKeyIndexWindow = 10 * time.Second
+
+// headerAllowance is the room a stream holding bodies should leave over
+// http.max_body_bytes for an event's headers (serve's NATS max payload
+// allows 64 KiB of them).
+const headerAllowance = 64 << 10
 
 func (c *Config) checkRetention(k *checker) {
 	r := c.Retention
