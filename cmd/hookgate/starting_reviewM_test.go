@@ -45,30 +45,7 @@ func reviewMStartingValue(body string) string {
 // where a long read-back would run; once the FIFO is opened for writing
 // and closed, the index reads back and the gauge goes to 0.
 func TestReviewMStartingIsOneWhileTheKeyIndexOpens(t *testing.T) {
-	dataDir, natsListen, httpListen := t.TempDir(), freeAddr(t), freeAddr(t)
-	cfgPath := review7Config(t, dataDir, natsListen, httpListen, "")
-	review7Store(t, cfgPath, 10).Close() // WEBHOOKS kept by a key index
-	fifo := filepath.Join(dataDir, keyIndexFile)
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	release := func() {
-		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	}
-	s := review7Start(t, cfgPath, false)
-	// Runs before serve's stop (cleanups run last first), in case the
-	// test ends before it released the FIFO itself.
-	t.Cleanup(release)
-	base := "http://" + httpListen
-	// Wait until the handlers are handed over and the key index is stuck
-	// opening (its log line after 1 s).
-	for end := time.Now().Add(30 * time.Second); !strings.Contains(s.stderr.String(), "key index opening"); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(end) {
-			t.Fatalf("the key index never said it was opening\n%s", tail(s.stderr.String(), 1500))
-		}
-	}
+	s, base, release := reviewMStuckKeyIndex(t)
 	readyz, _ := reviewMGet(base, "/readyz")
 	hook, _, err := review7Send(&http.Client{Timeout: 5 * time.Second}, base, "while-opening")
 	if err != nil {
@@ -92,6 +69,57 @@ func TestReviewMStartingIsOneWhileTheKeyIndexOpens(t *testing.T) {
 	}
 	if !strings.Contains(s.stdout.String(), "listening on") {
 		t.Fatalf("hookgate_starting 0 before the listening line: stdout %q", s.stdout.String())
+	}
+}
+
+// reviewMStuckKeyIndex starts serve on a store kept by a key index whose
+// snapshot path is a FIFO nobody writes to, so the key index's open
+// blocks, deterministically, where a long read-back would run. It returns
+// once serve says the key index is opening (its log line after 1 s), with
+// serve's webhook base URL and release, which lets the open go on.
+func reviewMStuckKeyIndex(t *testing.T) (s *review7Serve, base string, release func()) {
+	t.Helper()
+	dataDir, natsListen, httpListen := t.TempDir(), freeAddr(t), freeAddr(t)
+	cfgPath := review7Config(t, dataDir, natsListen, httpListen, "")
+	review7Store(t, cfgPath, 10).Close() // WEBHOOKS kept by a key index
+	fifo := filepath.Join(dataDir, keyIndexFile)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	release = func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}
+	s = review7Start(t, cfgPath, false)
+	// Runs before serve's stop (cleanups run last first), in case the
+	// test ends before it released the FIFO itself.
+	t.Cleanup(release)
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(s.stderr.String(), "key index opening"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the key index never said it was opening\n%s", tail(s.stderr.String(), 1500))
+		}
+	}
+	return s, "http://" + httpListen, release
+}
+
+// A serve stopped (SIGTERM) while its key index opens never took a
+// webhook: it must not log "hookgate started" on its way out (review E
+// saw "hookgate started" just before "hookgate stopped"), nor print the
+// "listening on" lines.
+func TestServeStoppedWhileStartingDoesNotSayStarted(t *testing.T) {
+	s, _, release := reviewMStuckKeyIndex(t)
+	s.cancel()
+	release()
+	if err := s.stop(t); err != nil {
+		t.Fatalf("serve stopped with %v\n%s", err, tail(s.stderr.String(), 1500))
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, `"msg":"hookgate stopped"`) {
+		t.Fatalf("no \"hookgate stopped\" line\n%s", tail(logs, 1500))
+	}
+	if strings.Contains(logs, `"msg":"hookgate started"`) || strings.Contains(s.stdout.String(), "listening on") {
+		t.Fatalf("stopped while starting, yet it said started: stdout %q\n%s", s.stdout.String(), tail(logs, 1500))
 	}
 }
 
