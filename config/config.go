@@ -317,7 +317,7 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 		// once: a CI job without the real secrets in its environment
 		// still sees every other mistake), except what follows from a
 		// value that could not be read.
-		return nil, append(d.problems, c.Check().Errors().except(d.problems)...)
+		return nil, append(d.problems, c.Check().except(d.problems)...)
 	}
 	return c, nil
 }

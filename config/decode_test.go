@@ -393,7 +393,7 @@ func TestMergeBomb(t *testing.T) {
 		t.Fatalf("Parse = %v, want Problems", err)
 	}
 	wantProblem(t, ps, "http", "bring in more than 10000 keys", false)
-	if len(ps) != 1 {
+	if ps = withoutNoProviders(ps); len(ps) != 1 {
 		t.Errorf("got %d problems, want 1:\n%v", len(ps), ps)
 	}
 }
@@ -447,6 +447,19 @@ providers:
 	}
 }
 
+// withoutNoProviders leaves out the warning a config without providers
+// gets (it comes with every other problem since config check reports
+// warnings beside errors).
+func withoutNoProviders(ps Problems) Problems {
+	var out Problems
+	for _, p := range ps {
+		if !(p.Warning && p.Key == "providers") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // What only follows from a value that could not be read is not reported:
 // the checks would judge its default, not the file (each of these configs
 // passes once its one problem is fixed).
@@ -461,7 +474,10 @@ func TestNoFollowOnProblems(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.data), "", nil)
 			var ps Problems
-			if !errors.As(err, &ps) || len(ps) != 1 || ps[0].Key != tt.want {
+			if errors.As(err, &ps) {
+				ps = withoutNoProviders(ps)
+			}
+			if len(ps) != 1 || ps[0].Key != tt.want {
 				t.Errorf("Parse = %v; want the one problem on %s", err, tt.want)
 			}
 		})
