@@ -320,8 +320,15 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 		fmt.Fprintf(tw, "applied\t%s\n", why)
 	}
-	if wm := r.Watermark; wm != nil && wm.Shard {
-		// No subject: only the shard's lease says anything about the key.
+	// Under ordering none a subject's entry keeps no time, only the lease
+	// its effects run under (an entry left with a time by an earlier
+	// watermark ordering still shows it).
+	unordered := false
+	if p, ok := cfg.Providers[r.Provider]; ok && p.Ordering == config.OrderingNone {
+		unordered = true
+	}
+	if wm := r.Watermark; wm != nil && (wm.Shard || unordered && wm.At.IsZero()) {
+		// No subject, or no time: only the lease says anything about the key.
 		s := wm.Key + ": free"
 		switch {
 		case !wm.Exists:
@@ -331,7 +338,12 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		case wm.LeaseKey != "":
 			s = wm.Key + ": leased to " + wm.LeaseKey
 		}
-		fmt.Fprintf(tw, "key shard\t%s\n", s)
+		label := "key shard"
+		if !wm.Shard {
+			label = "subject lease"
+			s += " (ordering none: no watermark time)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", label, s)
 	} else if wm != nil {
 		switch {
 		case !wm.Exists:

@@ -50,6 +50,25 @@ func TestTraceWatermarkWithoutAppliedEvent(t *testing.T) {
 	}
 }
 
+// Under ordering none the subject's entry holds only the lease its
+// effects run under: trace says so, not "no event applied yet" next to the
+// applied event it has just shown (review R).
+func TestTraceUnorderedSubjectShowsItsLease(t *testing.T) {
+	cfg := &config.Config{Providers: map[string]config.Provider{"gh": {Name: "gh", Ordering: config.OrderingNone}}}
+	for _, tt := range []struct{ lease, want string }{
+		{"", "subject lease  gh.acme.o=2Fr: free (ordering none: no watermark time)"},
+		{"gh:acme:evt:2", "subject lease  gh.acme.o=2Fr: leased to gh:acme:evt:2"},
+	} {
+		r := jetstream.TraceReport{Key: "gh:acme:evt:1", Provider: "gh", Account: "acme",
+			Watermark: &jetstream.WatermarkState{Key: "gh.acme.o=2Fr", Exists: true, LeaseKey: tt.lease}}
+		var b bytes.Buffer
+		writeTrace(&b, r, cfg)
+		if out := b.String(); !strings.Contains(out, tt.want) || strings.Contains(out, "no event applied yet") || strings.Contains(out, "\nwatermark") {
+			t.Errorf("lease %q: trace output lacks %q (or speaks of a watermark):\n%s", tt.lease, tt.want, out)
+		}
+	}
+}
+
 // A subject with a control byte (stored raw by an older version, or read
 // back exact from its quoted form) is printed Go-quoted: raw, a newline
 // would break trace's table.
