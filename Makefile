@@ -7,8 +7,11 @@ FUZZTIME ?= 20s
 
 .PHONY: build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean nats-server cluster cluster-down cluster-status
 
+# VERSION: what `hookgate version` prints (git describe of the checkout; "dev" outside one)
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o $(BIN) ./cmd/hookgate
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/hookgate
 
 ## run: gateway + consumers on the embedded NATS server, example config
 run: build

@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_gateway_requests_total",
-			Help: "Webhook requests by provider and decision (accepted, duplicate, rejected, unavailable).",
+			Help: "Webhook requests by provider and decision (accepted, duplicate, rejected, rate-limited, unavailable).",
 		}, []string{"provider", "decision", "status"}),
 		unknownProvider: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookgate_gateway_unknown_provider_total",

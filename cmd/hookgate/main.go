@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "trace":
 		return runTrace(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "hookgate", version)
+		fmt.Fprintln(stdout, "hookgate", buildVersion())
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -107,4 +108,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return usagef("unknown command %q", args[0])
 }
 
+// version may be set at link time (-ldflags "-X main.version=v1.2.3");
+// otherwise buildVersion reads what the go command recorded.
 var version = "dev"
+
+// buildVersion is the binary's version: version when set at link time,
+// else the main module's version the go command stamped into the binary
+// (a release tag, or since Go 1.24 a pseudo-version from the checkout's
+// commit with +dirty for uncommitted changes), else its VCS revision,
+// else "dev".
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	return versionOf(version, info, ok)
+}
+
+func versionOf(linked string, info *debug.BuildInfo, ok bool) string {
+	if linked != "dev" || !ok {
+		return linked
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value
+		}
+	}
+	if rev == "" {
+		return linked
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if modified == "true" {
+		rev += "+dirty"
+	}
+	return "dev (" + rev + ")"
+}

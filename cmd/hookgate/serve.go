@@ -225,7 +225,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if gctx.Err() == nil {
 		// A serve stopped while its key index opened never took a webhook.
-		logger.Info("hookgate started", slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
+		logger.Info("hookgate started", slog.String("version", buildVersion()), slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
 	}
 
 	g.Go(func() error {
