@@ -37,7 +37,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel()}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel(), ReplaceAttr: readableDuration}))
 	// What `config check` warns about, serve says at start too: an
 	// operator who never ran it still sees why (a short dedup.window's
 	// 503s, an unsigned id header).
@@ -436,4 +436,14 @@ func openExternal(ctx context.Context, cfg *config.Config, logger *slog.Logger) 
 		}()
 		return nil, fmt.Errorf("%w (while connecting to nats.url)", ctx.Err())
 	}
+}
+
+// readableDuration writes a duration as Go writes it ("96h0m0s", "1.5s")
+// instead of slog's JSON nanoseconds, which a reader at 3 a.m. has to
+// divide in their head.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }

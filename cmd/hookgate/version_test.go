@@ -1,8 +1,11 @@
 package main
 
 import (
+	"log/slog"
 	"runtime/debug"
+	"strings"
 	"testing"
+	"time"
 )
 
 // `hookgate version` names the build: the link-time version, else what the
@@ -26,5 +29,15 @@ func TestVersionOf(t *testing.T) {
 		if got := versionOf(tt.linked, tt.info, tt.ok); got != tt.want {
 			t.Errorf("%s: versionOf = %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// serve's JSON log lines write durations readably, in groups too.
+func TestReadableDurationInLogs(t *testing.T) {
+	var b strings.Builder
+	l := slog.New(slog.NewJSONHandler(&b, &slog.HandlerOptions{ReplaceAttr: readableDuration}))
+	l.Info("x", slog.Duration("horizon", 96*time.Hour), slog.Group("g", slog.Duration("in", 1500*time.Millisecond)), slog.Int("n", 3))
+	if want := `"horizon":"96h0m0s","g":{"in":"1.5s"},"n":3`; !strings.Contains(b.String(), want) {
+		t.Errorf("log line %s lacks %s", b.String(), want)
 	}
 }
