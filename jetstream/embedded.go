@@ -159,7 +159,7 @@ func LockDataDir(dir string) (*os.File, error) {
 		if pid == "" {
 			pid = "unknown"
 		}
-		return nil, fmt.Errorf("%w: data_dir %s is held by process %s; stop it or point the CLI at its nats address", ErrDataDirLocked, dir, pid)
+		return nil, fmt.Errorf("%w: data_dir %s is held by process %s", ErrDataDirLocked, dir, pid)
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

@@ -50,8 +50,13 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 		}
 	}
 	s, err := openSystem(ctx, cfg, logger, "hookgate-cli", acc)
-	if errors.Is(err, jetstream.ErrDataDirLocked) && cfg.NATS.Embedded.Listen == "" {
-		return nil, fmt.Errorf("%w; set nats.embedded.listen so the CLI can reach the running hookgate", err)
+	if errors.Is(err, jetstream.ErrDataDirLocked) {
+		if cfg.NATS.Embedded.Listen == "" {
+			return nil, fmt.Errorf("%w; set nats.embedded.listen so the CLI can reach the running hookgate", err)
+		}
+		// It holds data_dir but does not answer on listen yet: a serve
+		// still recovering its store, or another command.
+		return nil, fmt.Errorf("%w and nothing answers on nats.embedded.listen %s yet (a serve still starting, or another command): run this again once it is up, or stop it", err, cfg.NATS.Embedded.Listen)
 	}
 	return s, err
 }

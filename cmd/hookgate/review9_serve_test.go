@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -151,8 +152,8 @@ func TestReview9SecondServeRefused(t *testing.T) {
 	select {
 	case err := <-b.done:
 		b.done <- err
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprint("held by process ", os.Getpid())) {
-			t.Fatalf("second serve: %v; want the data_dir lock naming pid %d", err, os.Getpid())
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprint("held by process ", os.Getpid())) || !strings.Contains(err.Error(), "give this serve its own nats.embedded.data_dir") || strings.Contains(err.Error(), "CLI") {
+			t.Fatalf("second serve: %v; want the data_dir lock naming pid %d and what a serve can do about it", err, os.Getpid())
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("second serve on one data_dir still running after 20 s")
@@ -379,4 +380,22 @@ func TestReview9RawHTTPEdges(t *testing.T) {
 			t.Errorf("80 KiB URI = %d, want 414 or 431", got[0])
 		}
 	})
+}
+
+// A command that finds data_dir held while nothing answers on
+// nats.embedded.listen (a serve still recovering its store) says so and
+// what to do, and leaves the holder alone.
+func TestCLILockedDataDirWithListenNothingAnswering(t *testing.T) {
+	data, listen := t.TempDir(), freeAddr(t)
+	cfgPath := review9gConfig(t, data, listen, `listen: "127.0.0.1:0"`)
+	lock, err := jetstream.LockDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	var out, errb bytes.Buffer
+	err = run(t.Context(), []string{"status", "--config", cfgPath}, func(string) string { return "" }, nil, &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprint("held by process ", os.Getpid())) || !strings.Contains(err.Error(), "nothing answers on nats.embedded.listen "+listen) {
+		t.Fatalf("status against a held data_dir with nothing on listen: %v", err)
+	}
 }

@@ -59,6 +59,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	var lock *os.File
 	if cfg.NATS.URL == "" {
 		if lock, err = jetstream.LockDataDir(cfg.NATS.Embedded.DataDir); err != nil {
+			if errors.Is(err, jetstream.ErrDataDirLocked) {
+				err = fmt.Errorf("%w (another hookgate): stop it first, or give this serve its own nats.embedded.data_dir", err)
+			}
 			return err
 		}
 	}
