@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -63,6 +65,54 @@ func TestHandBacksAreNotAttempts(t *testing.T) {
 			}
 			if out, _ := deliver(); out.Decision != consumer.Applied {
 				t.Fatalf("second attempt: %q (%s), want applied", out.Decision, out.Reason)
+			}
+		})
+	}
+}
+
+// A receiver's Retry-After (on a 429 or 503) is honoured: the retry waits
+// at least that long, never longer than the longest backoff step; without
+// one, or asking less, the backoff decides. A 409 (the receiver still
+// processing the first request with this Idempotency-Key) is retried, not
+// dead-lettered.
+func TestForwardRetryAfterSetsTheRetryDelay(t *testing.T) {
+	backoff := []time.Duration{time.Second, 2 * time.Minute}
+	for _, tt := range []struct {
+		status          int
+		retryAfter      string
+		atLeast, atMost time.Duration
+	}{
+		{http.StatusTooManyRequests, "90", 90 * time.Second, 90 * time.Second},
+		{http.StatusServiceUnavailable, "3600", 2 * time.Minute, 2 * time.Minute},
+		{http.StatusServiceUnavailable, "", 800 * time.Millisecond, 1200 * time.Millisecond},
+		{http.StatusTooManyRequests, "0", 800 * time.Millisecond, 1200 * time.Millisecond},
+		{http.StatusConflict, "", 800 * time.Millisecond, 1200 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprint(tt.status, " ", tt.retryAfter), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.retryAfter != "" {
+					w.Header().Set("Retry-After", tt.retryAfter)
+				}
+				w.WriteHeader(tt.status)
+			}))
+			t.Cleanup(srv.Close)
+			fwd, err := consumer.NewForward(consumer.ForwardOptions{URL: srv.URL, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newBugEnv()
+			rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{fwd,
+				consumer.GrantsEffect{Template: "grants.{provider}.{subject}", Grants: e.grants}}}}
+			p := consumer.NewProcessor(rules, e.marks, e.applied, noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+				consumer.Options{Owner: "b", MaxDeliver: 5, LeaseTTL: time.Minute, Backoff: backoff, Now: func() time.Time { return e.now }})
+			k := spec{key: "k-ra", provider: provWatermark, subject: "G-1", at: at(11)}
+			d := &countingDelivery{}
+			out := p.Process(t.Context(), &consumer.Message{Event: k.event(1), Deliveries: 1, Delivery: d})
+			if out.Decision != consumer.Retry || len(d.delays) != 1 {
+				t.Fatalf("%d answered: %q (%s), naks %v; want one retry", tt.status, out.Decision, out.Reason, d.delays)
+			}
+			if d.delays[0] < tt.atLeast || d.delays[0] > tt.atMost {
+				t.Fatalf("%d with Retry-After %q: retried after %v, want %v to %v", tt.status, tt.retryAfter, d.delays[0], tt.atLeast, tt.atMost)
 			}
 		})
 	}

@@ -145,11 +145,12 @@ type ForwardError struct {
 	URL string
 	// Status is the HTTP status of the response; 0 when none arrived.
 	Status int
-	// Retryable reports a failure worth retrying: 408, 429, 5xx, a
+	// Retryable reports a failure worth retrying: 408, 409, 429, 5xx, a
 	// timeout or a connection error.
 	Retryable bool
 	// RetryAfter is the delay a 429 or 503 asked for in Retry-After
-	// (seconds or an HTTP date), clamped to 24h; 0 when absent.
+	// (seconds or an HTTP date), clamped to 24h; 0 when absent. The
+	// processor waits at least that long, up to its longest backoff step.
 	RetryAfter time.Duration
 	// Err is what failed when no response arrived (a dial error,
 	// context.DeadlineExceeded, context.Canceled); nil otherwise.
@@ -171,8 +172,15 @@ func (e *ForwardError) Unwrap() error { return e.Err }
 // SHA-256 hex of the key when the key has a byte outside 0x21-0x7E or is
 // longer than 200 bytes.
 //
-// A 2xx response returns nil. 408, 429, 5xx, a timeout (ForwardOptions.
+// A 2xx response returns nil. 408, 409, 429, 5xx, a timeout (ForwardOptions.
 // Timeout or ctx) and connection errors return a *ForwardError to retry.
+// 409 is retried because every request carries Idempotency-Key: a receiver
+// that follows the IETF Idempotency-Key draft answers 409 to a retry that
+// arrives while the first request with that key is still being processed
+// (a forward that timed out, tried again), and dead-lettering then would
+// turn hookgate's own retry into a dead letter of an event the receiver
+// is applying. A 409 that means a lasting conflict is dead-lettered after
+// max_deliver attempts.
 // Any other status, 3xx included (redirects are not followed), and an
 // event that cannot be sent as HTTP headers (a byte no header may hold)
 // return Permanent wrapping a *ForwardError.
@@ -206,7 +214,7 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 	}
 	fe := &ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code)}
 	switch {
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || (code >= 500 && code <= 599):
+	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || (code >= 500 && code <= 599):
 		fe.Retryable = true
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
 			fe.RetryAfter = forwardRetryAfter(resp.Header.Get("Retry-After"), f.now())

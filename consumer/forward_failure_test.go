@@ -63,7 +63,7 @@ func TestForwardStatus(t *testing.T) {
 		{401, "", permanent, 0},
 		{404, "", permanent, 0},
 		{408, "", retry, 0},
-		{409, "", permanent, 0},
+		{409, "", retry, 0}, // Idempotency-Key: the first request with the key still in progress
 		{422, "", permanent, 0},
 		{429, "", retry, 0},
 		{429, "7", retry, 7 * time.Second},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
@@ -36,10 +37,24 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 	}
 	n := p.attempt(m)
 	d := p.backoff(n)
+	if ra := retryAfter(err); ra > d {
+		// The receiver asked for longer (Retry-After on a 429 or 503):
+		// honoured, up to the longest wait the operator configured.
+		d = min(ra, slices.Max(p.opts.Backoff))
+	}
 	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 		slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
 	p.nak(m, d)
 	return Outcome{Decision: Retry, Reason: err.Error()}
+}
+
+// retryAfter is the delay a forward's receiver asked for, 0 when none.
+func retryAfter(err error) time.Duration {
+	var fe *ForwardError
+	if errors.As(err, &fe) {
+		return fe.RetryAfter
+	}
+	return 0
 }
 
 func (p *Processor) nak(m *Message, d time.Duration) {
