@@ -42,6 +42,12 @@ type HTTP struct {
 	TLS          TLS      `yaml:"tls"`
 	MaxBodyBytes int64    `yaml:"max_body_bytes"`
 	Timeouts     Timeouts `yaml:"timeouts"`
+	// ShutdownDelay is how long serve keeps answering after SIGTERM, with
+	// /readyz 503 and Connection: close on every answer, before it stops
+	// accepting: a load balancer takes the instance out meanwhile, and
+	// keep-alive senders move off without a request cut short. 0: stop
+	// accepting at once.
+	ShutdownDelay time.Duration `yaml:"shutdown_delay"`
 }
 
 // TLS names a certificate and key file; both empty means plain HTTP.

@@ -94,6 +94,7 @@ providers:
 		{"http.timeouts.read", c.HTTP.Timeouts.Read, 30 * time.Second},
 		{"http.timeouts.write", c.HTTP.Timeouts.Write, 30 * time.Second},
 		{"http.timeouts.idle", c.HTTP.Timeouts.Idle, 120 * time.Second},
+		{"http.shutdown_delay", c.HTTP.ShutdownDelay, time.Duration(0)},
 		{"nats.url", c.NATS.URL, ""},
 		{"nats.credentials", c.NATS.Credentials, ""},
 		{"nats.replicas", c.NATS.Replicas, 1},

@@ -73,6 +73,7 @@ func (c *Config) setDefaults(isSet func(key string) bool) {
 	dur("http.timeouts.read", &c.HTTP.Timeouts.Read, 30*time.Second)
 	dur("http.timeouts.write", &c.HTTP.Timeouts.Write, 30*time.Second)
 	dur("http.timeouts.idle", &c.HTTP.Timeouts.Idle, 120*time.Second)
+	dur("http.shutdown_delay", &c.HTTP.ShutdownDelay, 0)
 
 	num("nats.replicas", &c.NATS.Replicas, 1)
 	str(&c.NATS.Embedded.DataDir, defaultDataDir)

@@ -147,7 +147,18 @@ func (c *Config) checkHTTP(k *checker) {
 			k.errorf("http.timeouts."+t.key, "must be > 0")
 		}
 	}
+	switch {
+	case h.ShutdownDelay < 0:
+		k.errorf("http.shutdown_delay", "must be >= 0 (0: stop accepting at once)")
+	case h.ShutdownDelay > maxShutdownDelay:
+		k.errorf("http.shutdown_delay", "%s is above %s: a stop would wait that long before it began (a load balancer needs seconds)", h.ShutdownDelay, maxShutdownDelay)
+	}
 }
+
+// maxShutdownDelay bounds http.shutdown_delay: a process supervisor kills
+// a service that takes longer to stop (systemd's default is 90 s; the
+// shipped unit gives 45 s).
+const maxShutdownDelay = time.Minute
 
 func (c *Config) checkNATS(k *checker) {
 	n := c.NATS

@@ -89,6 +89,8 @@ func TestValidate(t *testing.T) {
 		{"max_body_bytes too big", func(c *Config) { c.HTTP.MaxBodyBytes = 64<<20 - 64<<10 + 1 }, "http.max_body_bytes", "is above the limit of 65472 KiB", false},
 		{"read_header", func(c *Config) { c.HTTP.Timeouts.ReadHeader = 0 }, "http.timeouts.read_header", "must be > 0", false},
 		{"read", func(c *Config) { c.HTTP.Timeouts.Read = -time.Second }, "http.timeouts.read", "must be > 0", false},
+		{"shutdown_delay negative", func(c *Config) { c.HTTP.ShutdownDelay = -time.Second }, "http.shutdown_delay", "must be >= 0", false},
+		{"shutdown_delay too long", func(c *Config) { c.HTTP.ShutdownDelay = 2 * time.Minute }, "http.shutdown_delay", "above 1m0s", false},
 		{"write", func(c *Config) { c.HTTP.Timeouts.Write = 0 }, "http.timeouts.write", "must be > 0", false},
 		{"idle", func(c *Config) { c.HTTP.Timeouts.Idle = 0 }, "http.timeouts.idle", "must be > 0", false},
 

@@ -96,23 +96,10 @@ func (s *review7Serve) stop(t *testing.T) error {
 // review7Send posts one signed event; it returns the HTTP status and the
 // answer's status field ("" when none).
 func review7Send(client *http.Client, base, id string) (int, string, error) {
-	body := fmt.Sprintf(`{"id":%q,"grant_id":"g-%s","at":"2026-12-01T10:00:00Z"}`, id, id)
-	sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
+	req, err := review7Request(base, id)
 	if err != nil {
 		return 0, "", err
 	}
-	h, err := sch.Sign([]byte(body), config.Secret(review6Secret), "", time.Now())
-	if err != nil {
-		return 0, "", err
-	}
-	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/p", strings.NewReader(body))
-	if err != nil {
-		return 0, "", err
-	}
-	for k, v := range h {
-		req.Header[k] = v
-	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return 0, "", err
@@ -122,6 +109,28 @@ func review7Send(client *http.Client, base, id string) (int, string, error) {
 	var a struct{ Status string }
 	_ = json.Unmarshal(b, &a)
 	return resp.StatusCode, a.Status, nil
+}
+
+// review7Request is review7Send's signed request.
+func review7Request(base, id string) (*http.Request, error) {
+	body := fmt.Sprintf(`{"id":%q,"grant_id":"g-%s","at":"2026-12-01T10:00:00Z"}`, id, id)
+	sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
+	if err != nil {
+		return nil, err
+	}
+	h, err := sch.Sign([]byte(body), config.Secret(review6Secret), "", time.Now())
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/p", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
 }
 
 func review7MustSend(t *testing.T, base, id, want string) {

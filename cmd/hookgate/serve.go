@@ -81,8 +81,32 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return err
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// runCtx ends the run: at SIGTERM (ctx), or with http.shutdown_delay
+	// set and webhooks taken, that long after it (drain, below).
+	runCtx, endRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRun()
+	var takingWebhooks, draining atomic.Bool
+	g, gctx := errgroup.WithContext(runCtx)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-gctx.Done():
+			return
+		}
+		if d := cfg.HTTP.ShutdownDelay; d > 0 && takingWebhooks.Load() {
+			draining.Store(true)
+			logger.Info("stopping: answering for http.shutdown_delay with /readyz 503 and Connection: close, then no more connections", slog.Duration("shutdown_delay", d))
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-gctx.Done():
+			}
+		}
+		endRun()
+	}()
 	for _, l := range listeners {
+		l.h.draining = &draining
 		g.Go(func() error { return serveHTTP(l.srv, l.ln, cfg) })
 	}
 	handedOver := false // the stop below shuts the servers down from then on
@@ -133,14 +157,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		publisher = keys
 		reg.MustRegister(newKeyIndexCollector(keys.keys.Load))
 	}
-	ready := sys.Ready
-	if keys != nil {
-		ready = func(ctx context.Context) error {
+	ready := func(ctx context.Context) error {
+		if draining.Load() {
+			return errDraining
+		}
+		if keys != nil {
 			if err := keys.Ready(); err != nil {
 				return err
 			}
-			return sys.Ready(ctx)
 		}
+		return sys.Ready(ctx)
 	}
 	deps := gateway.Deps{
 		Publisher: publisher,
@@ -201,6 +227,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		// Webhooks are taken now (the key index is open).
 		starting.Set(0)
+		takingWebhooks.Store(true)
 	}
 	if watchClaim {
 		// An embedded hookgate this gateway shares NATS with may start
@@ -332,10 +359,25 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, 
 }
 
 // handoff serves a listener's starting handler until set gives it the
-// real one; requests in flight finish on the handler they began on.
-type handoff struct{ h atomic.Pointer[http.Handler] }
+// real one; requests in flight finish on the handler they began on. While
+// serve drains (http.shutdown_delay) every answer closes its connection,
+// so keep-alive senders reconnect (elsewhere, once a load balancer took
+// this instance out) instead of having an idle connection closed under a
+// request they were sending.
+type handoff struct {
+	h        atomic.Pointer[http.Handler]
+	draining *atomic.Bool
+}
 
-func (o *handoff) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*o.h.Load()).ServeHTTP(w, r) }
+func (o *handoff) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if o.draining != nil && o.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	(*o.h.Load()).ServeHTTP(w, r)
+}
+
+// errDraining is /readyz's answer while serve drains before it stops.
+var errDraining = errors.New("stopping: draining connections for http.shutdown_delay")
 
 func (o *handoff) set(h http.Handler) { o.h.Store(&h) }
 

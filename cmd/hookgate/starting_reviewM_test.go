@@ -16,7 +16,11 @@ import (
 
 // reviewMGet GETs base+path and returns its status and body (0 on error).
 func reviewMGet(base, path string) (int, string) {
-	c := &http.Client{Timeout: 5 * time.Second}
+	return reviewMGetWith(&http.Client{Timeout: 5 * time.Second}, base, path)
+}
+
+// reviewMGetWith is reviewMGet with the caller's client.
+func reviewMGetWith(c *http.Client, base, path string) (int, string) {
 	resp, err := c.Get(base + path)
 	if err != nil {
 		return 0, err.Error()
