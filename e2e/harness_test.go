@@ -102,6 +102,13 @@ func spawnServe(t testing.TB, cfgPath string, env ...string) (*instance, <-chan 
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--config", cfgPath)
 	cmd.Env = append(os.Environ(), env...)
+	return spawnCmd(t, cmd)
+}
+
+// spawnCmd runs cmd, a serve (or a shell that execs one), as spawnServe
+// does.
+func spawnCmd(t testing.TB, cmd *exec.Cmd) (*instance, <-chan string) {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

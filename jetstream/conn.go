@@ -26,6 +26,18 @@ type ConnectOptions struct {
 type Conn struct {
 	NC *nats.Conn
 	JS js.JetStream
+
+	embedded *Embedded // nil for an external server
+}
+
+// StoreFailure returns the embedded server's lasting write error
+// (ErrStoreWrite, see Embedded.WriteError), nil when there is none or the
+// server is external (a cluster's write errors come back as answers).
+func (c *Conn) StoreFailure() error {
+	if c == nil {
+		return nil
+	}
+	return c.embedded.WriteError()
 }
 
 // Connect dials NATS and keeps reconnecting forever in the background, so
@@ -77,7 +89,7 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		nc.Close()
 		return nil, err
 	}
-	return &Conn{NC: nc, JS: jsc}, nil
+	return &Conn{NC: nc, JS: jsc, embedded: o.Embedded}, nil
 }
 
 // errConnect marks Connect's errors (see NotAnswering).

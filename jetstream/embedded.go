@@ -1,16 +1,20 @@
 package jetstream
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +34,19 @@ type EmbeddedOptions struct {
 	SyncAlways bool
 	// MaxPayload is the server's max message size (body plus headers).
 	MaxPayload int32
+	// Limits is the sum of the streams' configured max_bytes. The server's
+	// store ceiling is set to at least that, and to at least the size of
+	// DataDir's file system, instead of nats-server's default of 75% of the
+	// space free at start: against that default every stream's max_bytes
+	// is set aside at each start, so limits above the free space (the
+	// default config on a small disk, a restart after a full disk with only
+	// some space freed) refused to start with "insufficient storage". The
+	// limits are ceilings; a full disk is reported where it happens. 0:
+	// the server's default.
+	Limits int64
+	// Log receives the server's errors and warnings (nil: dropped), a
+	// given message at most once a minute.
+	Log *slog.Logger
 	// Lock, when set, is DataDir's lock already taken with LockDataDir
 	// (serve takes it before it listens, so a second serve on the same
 	// data_dir still names the holder rather than a busy port).
@@ -40,10 +57,74 @@ type EmbeddedOptions struct {
 
 // Embedded is a running in-process nats-server that owns DataDir.
 type Embedded struct {
-	srv   *server.Server
-	token string
-	lock  *os.File
-	url   string
+	srv      *server.Server
+	token    string
+	lock     *os.File
+	url      string
+	writeErr atomic.Pointer[string]
+}
+
+// ErrStoreWrite is the embedded server's file store refusing writes after
+// a write failed (a full disk, an I/O error): nats-server keeps such an
+// error until the store is opened again, so nothing is stored until
+// hookgate is restarted.
+var ErrStoreWrite = errors.New("the event store stopped writing after a write error")
+
+// WriteError returns ErrStoreWrite (wrapped, with the server's message)
+// once the server reported a write error in its file store, else nil.
+func (e *Embedded) WriteError() error {
+	if e == nil {
+		return nil
+	}
+	if m := e.writeErr.Load(); m != nil {
+		return fmt.Errorf("%w (nats-server: %s): free space under data_dir (or mend the disk), then restart hookgate", ErrStoreWrite, *m)
+	}
+	return nil
+}
+
+// serverLog passes the embedded server's errors and warnings to a slog
+// logger (its notices, debug and trace lines are dropped) and notices a
+// critical write error in its file store. nats-server logs a file
+// store's write error once, when it starts refusing writes ("Critical
+// write error: ..."); without this the store stopped writing in silence
+// and /readyz stayed 200 (review L).
+type serverLog struct {
+	log  *slog.Logger
+	e    *Embedded
+	mu   sync.Mutex
+	last map[string]time.Time // format -> when last logged
+}
+
+func (l *serverLog) Noticef(string, ...any) {}
+func (l *serverLog) Debugf(string, ...any)  {}
+func (l *serverLog) Tracef(string, ...any)  {}
+func (l *serverLog) Warnf(format string, v ...any) {
+	l.emit(slog.LevelWarn, format, v)
+}
+func (l *serverLog) Errorf(format string, v ...any) {
+	l.emit(slog.LevelError, format, v)
+}
+func (l *serverLog) Fatalf(format string, v ...any) {
+	l.emit(slog.LevelError, format, v)
+}
+
+func (l *serverLog) emit(level slog.Level, format string, v []any) {
+	msg := fmt.Sprintf(format, v...)
+	if strings.Contains(msg, "Critical write error") && l.e.writeErr.CompareAndSwap(nil, &msg) && l.log != nil {
+		l.log.Error("event store stopped writing: webhooks and /readyz answer 503 until hookgate is restarted; free space under data_dir (or mend the disk), then restart", slog.String("nats_server", msg))
+	}
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if t, ok := l.last[format]; ok && now.Sub(t) < time.Minute {
+		l.mu.Unlock()
+		return
+	}
+	l.last[format] = now
+	l.mu.Unlock()
+	l.log.LogAttrs(context.Background(), level, "nats-server: "+msg)
 }
 
 // TokenFile is where a generated token is kept, relative to data_dir.
@@ -82,6 +163,9 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		SyncAlways:    o.SyncAlways,
 		DontListen:    o.Listen == "",
 	}
+	if o.Limits > 0 {
+		opts.JetStreamMaxStore = max(o.Limits, fileSystemSize(o.DataDir))
+	}
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)
 		if err != nil {
@@ -110,17 +194,27 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		_ = lock.Close()
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
+	e := &Embedded{srv: srv, token: token, lock: lock}
+	srv.SetLogger(&serverLog{log: o.Log, e: e, last: map[string]time.Time{}}, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
 		_ = lock.Close()
 		return nil, errors.New("embedded nats-server did not become ready within 30s")
 	}
-	e := &Embedded{srv: srv, token: token, lock: lock}
 	if o.Listen != "" {
 		e.url = srv.ClientURL()
 	}
 	return e, nil
+}
+
+// fileSystemSize is the size of the file system dir is on, 0 when unknown.
+func fileSystemSize(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Blocks) * int64(st.Bsize)
 }
 
 // Server returns the running server, for in-process connections.

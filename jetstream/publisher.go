@@ -75,6 +75,11 @@ func NewPublisher(c *Conn, timeout time.Duration) *Publisher {
 // batches) until ctx ends. It returns ErrUnavailable, ErrStreamFull or
 // ErrTooLarge (wrapped) when nothing was stored.
 func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, error) {
+	if err := p.c.StoreFailure(); err != nil {
+		// The store answers nothing any more (each publish would wait out
+		// its deadline): the sender gets its 503 at once.
+		return PublishResult{}, fmt.Errorf("publish %s: %w: %w", m.Subject, ErrUnavailable, err)
+	}
 	backoff := 20 * time.Millisecond
 	ambiguous := false // an attempt failed in a way that may have stored m
 	for {

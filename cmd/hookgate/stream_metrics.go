@@ -12,8 +12,8 @@ import (
 // growing DLQ or WEBHOOKS nearing its max_bytes (where the gateway starts
 // answering 503) before a sender does.
 type streamCollector struct {
-	conn                      *jetstream.Conn
-	up, msgs, bytes, maxBytes *prometheus.Desc
+	conn                              *jetstream.Conn
+	up, failed, msgs, bytes, maxBytes *prometheus.Desc
 }
 
 func newStreamCollector(conn *jetstream.Conn) *streamCollector {
@@ -21,6 +21,7 @@ func newStreamCollector(conn *jetstream.Conn) *streamCollector {
 	return &streamCollector{
 		conn:     conn,
 		up:       prometheus.NewDesc("hookgate_jetstream_up", "1 when JetStream answered this scrape's stream reads, else 0.", nil, nil),
+		failed:   prometheus.NewDesc("hookgate_store_write_failed", "1 once the embedded server's file store stopped writing after a write error (a full disk): nothing is stored until hookgate is restarted.", nil, nil),
 		msgs:     prometheus.NewDesc("hookgate_stream_messages", "Messages a stream holds (DLQ: letters waiting for an operator).", label, nil),
 		bytes:    prometheus.NewDesc("hookgate_stream_bytes", "Bytes a stream holds.", label, nil),
 		maxBytes: prometheus.NewDesc("hookgate_stream_max_bytes", "A stream's retention max_bytes (absent without a limit); WEBHOOKS at it answers 503.", label, nil),
@@ -29,6 +30,7 @@ func newStreamCollector(conn *jetstream.Conn) *streamCollector {
 
 func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.up
+	ch <- c.failed
 	ch <- c.msgs
 	ch <- c.bytes
 	ch <- c.maxBytes
@@ -37,6 +39,11 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	failed := 0.0
+	if c.conn.StoreFailure() != nil {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, failed)
 	streams, err := jetstream.ReadStreams(ctx, c.conn)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)

@@ -80,6 +80,8 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 			Token:      cfg.NATS.Embedded.Token.Reveal(),
 			SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
 			MaxPayload: payload,
+			Limits:     retentionTotal(cfg),
+			Log:        logger,
 			Lock:       lock,
 		})
 		if err != nil {
@@ -125,6 +127,9 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 // The buckets belong to the consumer, which provisions them: a
 // gateway-only instance does not wait for them.
 func (s *system) Ready(ctx context.Context) error {
+	if err := s.conn.StoreFailure(); err != nil {
+		return err
+	}
 	names := []string{jetstream.StreamWebhooks, jetstream.StreamGrants, jetstream.StreamDLQ, jetstream.StreamAudit}
 	if s.cfg.Roles.Consumer {
 		names = append(names, "KV_"+jetstream.BucketMarks, "KV_"+jetstream.BucketApplied)
@@ -163,4 +168,10 @@ func (s *system) Close() {
 	if s.embedded != nil {
 		s.embedded.Shutdown()
 	}
+}
+
+// retentionTotal is the sum of the streams' max_bytes.
+func retentionTotal(cfg *config.Config) int64 {
+	r := cfg.Retention
+	return r.Webhooks.MaxBytes + r.Grants.MaxBytes + r.DLQ.MaxBytes + r.Audit.MaxBytes
 }
