@@ -45,5 +45,12 @@ func (f EffectFunc) Apply(ctx context.Context, ev Event) error { return f(ctx, e
 // ErrPermanent marks an error that retrying cannot fix.
 var ErrPermanent = errors.New("permanent failure")
 
+// ErrStoreFull marks a write its stream refuses until an operator acts
+// (the stream full, or the message larger than it may ever hold), where
+// the event can be neither settled nor given up: a dead letter DLQ does
+// not take. The event waits, not holding a worker, and is tried again
+// every few seconds.
+var ErrStoreFull = errors.New("store full")
+
 // Permanent wraps err so the consumer dead-letters the event at once.
 func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }

@@ -30,6 +30,10 @@ type Outcome struct {
 	// not answering), not the event's fault; not yet negatively
 	// acknowledged, so Process may try again in place.
 	transient bool
+	// lasting: transient trouble that does not pass in seconds (a full
+	// stream, ErrStoreFull): not tried again in place, where it would hold
+	// a worker from every other event (review L).
+	lasting bool
 }
 
 // Options tune a Processor.
@@ -197,7 +201,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 	// passes within seconds. Try again in place, keeping the delivery
 	// alive, rather than hand the event back: a negative ack would let
 	// the subject's newer events overtake it and turn it stale.
-	for delay := 100 * time.Millisecond; out.transient && delay <= 3200*time.Millisecond && ctx.Err() == nil && !m.stopping(); delay *= 2 {
+	for delay := 100 * time.Millisecond; out.transient && !out.lasting && delay <= 3200*time.Millisecond && ctx.Err() == nil && !m.stopping(); delay *= 2 {
 		_ = m.Delivery.InProgress()
 		select {
 		case <-ctx.Done():
@@ -208,7 +212,10 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 		}
 		out = p.process(ctx, m)
 	}
-	if out.transient {
+	switch {
+	case out.lasting:
+		p.waitAtHeadFor(m, "", lastingWait)
+	case out.transient:
 		p.waitAtHead(m, "")
 	}
 	if !(out.Decision == Retry && m.kept() && m.waits > 1) {
@@ -291,11 +298,16 @@ func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
 // event of key waitFor ("": none) has run (Message.parkable); else it is
 // handed back.
 func (p *Processor) waitAtHead(m *Message, waitFor string) {
+	p.waitAtHeadFor(m, waitFor, handBackDelay)
+}
+
+// waitAtHeadFor is waitAtHead for d instead of handBackDelay.
+func (p *Processor) waitAtHeadFor(m *Message, waitFor string, d time.Duration) {
 	if !m.parkable || m.stopping() {
-		p.handBack(m, handBackDelay)
+		p.handBack(m, d)
 		return
 	}
-	m.waitFor, m.waitUntil = waitFor, time.Now().Add(handBackDelay)
+	m.waitFor, m.waitUntil = waitFor, time.Now().Add(d)
 	m.waits++
 	p.parks.Add(1)
 }
@@ -303,6 +315,12 @@ func (p *Processor) waitAtHead(m *Message, waitFor string) {
 // handBackDelay delays the redelivery of an event handed back untried (its
 // store did not answer, its subject is in doubt, its Run is stopping).
 const handBackDelay = time.Second
+
+// lastingWait is how long an event waits between tries of a write its
+// store refuses until an operator acts (a full DLQ): each try is one
+// quick refused write, and the operator's fix (a raised limit, letters
+// removed) is seen within seconds.
+const lastingWait = 5 * time.Second
 
 // keepAlive is how often a delivery whose effects still run is marked in
 // progress, well inside any AckWait.

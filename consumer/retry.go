@@ -33,7 +33,7 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 		m.lastRetry = err.Error()
 		p.log.LogAttrs(context.Background(), level, "event not decided yet", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 			slog.Int("deliveries", m.Deliveries), slog.String("error", err.Error()))
-		return Outcome{Decision: Retry, Reason: err.Error(), transient: true}
+		return Outcome{Decision: Retry, Reason: err.Error(), transient: true, lasting: errors.Is(err, ErrStoreFull)}
 	}
 	n := p.attempt(m)
 	d := p.backoff(n)

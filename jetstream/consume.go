@@ -89,7 +89,13 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	}
 	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: ev.Body}, js.WithMsgID(id))
 	if err != nil {
-		return 0, classify("dead-letter "+subj, err)
+		err = classify("dead-letter "+subj, err)
+		if errors.Is(err, ErrStreamFull) || errors.Is(err, ErrTooLarge) {
+			// DLQ refuses until an operator raises its limit or removes
+			// letters: the event waits without holding a worker.
+			err = fmt.Errorf("%w: %w", consumer.ErrStoreFull, err)
+		}
+		return 0, err
 	}
 	return ack.Sequence, nil
 }
