@@ -117,3 +117,38 @@ func TestForwardRetryAfterSetsTheRetryDelay(t *testing.T) {
 		})
 	}
 }
+
+// A Retry-After beyond the longest backoff step never shortens the
+// backoff's own wait, nor takes its jitter away (review D2: capped at the
+// step exactly, it came back sooner than asking nothing did, all at once).
+func TestRetryAfterNeverShortensTheBackoff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	fwd, err := consumer.NewForward(consumer.ForwardOptions{URL: srv.URL, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const step = time.Minute
+	above := 0
+	for i := range 40 {
+		e := newBugEnv()
+		rules := map[string]consumer.Rule{provWatermark: {Watermark: true, Effects: []consumer.Effect{fwd}}}
+		p := consumer.NewProcessor(rules, e.marks, e.applied, noLetters{}, nopAuditor{}, slog.New(slog.DiscardHandler), nil,
+			consumer.Options{Owner: "b", MaxDeliver: 5, LeaseTTL: time.Minute, Backoff: []time.Duration{step}, Now: func() time.Time { return e.now }})
+		d := &countingDelivery{}
+		k := spec{key: fmt.Sprintf("k-%d", i), provider: provWatermark, subject: "G-1", at: at(11)}
+		p.Process(t.Context(), &consumer.Message{Event: k.event(1), Deliveries: 1, Delivery: d})
+		if len(d.delays) != 1 || d.delays[0] < step || d.delays[0] > step*12/10 {
+			t.Fatalf("delivery %d: naks %v; want one, between the step %v and its +20%% jitter", i, d.delays, step)
+		}
+		if d.delays[0] > step {
+			above++
+		}
+	}
+	if above == 0 {
+		t.Fatalf("40 retries after a Retry-After beyond the step all waited exactly %v: the jitter was taken away", step)
+	}
+}

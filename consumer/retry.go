@@ -37,11 +37,10 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 	}
 	n := p.attempt(m)
 	d := p.backoff(n)
-	if ra := retryAfter(err); ra > d {
-		// The receiver asked for longer (Retry-After on a 429 or 503):
-		// honoured, up to the longest wait the operator configured.
-		d = min(ra, slices.Max(p.opts.Backoff))
-	}
+	// The receiver may ask for longer (Retry-After on a 429 or 503):
+	// honoured up to the longest wait the operator configured, never
+	// shortening the backoff's own (jittered) wait.
+	d = max(d, min(retryAfter(err), slices.Max(p.opts.Backoff)))
 	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 		slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
 	p.nak(m, d)

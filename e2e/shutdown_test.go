@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,4 +89,49 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	// The answered event was stored: after a restart it is a duplicate.
 	hg = start(t, e.cfgPath)
 	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_inflight", body), body), 200, "status", "duplicate")
+}
+
+// A second SIGTERM while serve waits out http.shutdown_delay ends it at
+// once (review D2: the signal was caught and dropped, so only SIGKILL cut
+// the drain short); what was answered 200 is still stored.
+func TestSecondSignalEndsTheDrain(t *testing.T) {
+	e := newEnv(t, "")
+	cfg, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "http:\n", "http:\n  shutdown_delay: 50s\n", 1))
+	if err := os.WriteFile(e.cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hg := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-1","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	if r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "msg_before_stop", body), body); r.status != 200 {
+		t.Fatalf("before the stop: %d %s", r.status, r.body)
+	}
+	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "/readyz 503 while draining", 20*time.Second, func() bool {
+		resp, err := client.Get(hg.baseURL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-hg.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve still draining 20 s after a second SIGTERM (its delay is 50 s):\n%s", hg.stderr)
+	}
+	hg = start(t, e.cfgPath)
+	seen := 0
+	for _, k := range storedKeys(t, natsClient(t, e.natsURL, natsToken)) {
+		if k == "grants:default:evt:msg_before_stop" {
+			seen++
+		}
+	}
+	if seen != 1 {
+		t.Fatalf("the event answered 200 before the stop is stored %d times", seen)
+	}
 }

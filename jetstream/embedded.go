@@ -62,6 +62,8 @@ type Embedded struct {
 	lock     *os.File
 	url      string
 	writeErr atomic.Pointer[string]
+	// serverLog is the server's logger: kept to be read by tests.
+	serverLog *serverLog
 }
 
 // ErrStoreWrite is the embedded server's file store refusing writes after
@@ -102,29 +104,63 @@ func (l *serverLog) Warnf(format string, v ...any) {
 	l.emit(slog.LevelWarn, format, v)
 }
 func (l *serverLog) Errorf(format string, v ...any) {
+	// The file store's own line: its format is built from the stream's
+	// name and a constant, never from what a client sent (a client's bytes
+	// quoted in a parser error must not pass for it; review D2).
+	if strings.HasPrefix(format, "Filestore [") && strings.HasSuffix(format, "] Critical write error: %v") {
+		msg := fmt.Sprintf(format, v...)
+		if l.e.writeErr.CompareAndSwap(nil, &msg) && l.log != nil {
+			l.log.Error("event store stopped writing: webhooks and /readyz answer 503 until hookgate is restarted; free space under data_dir (or mend the disk), then restart", slog.String("nats_server", msg))
+		}
+	}
 	l.emit(slog.LevelError, format, v)
 }
 func (l *serverLog) Fatalf(format string, v ...any) {
 	l.emit(slog.LevelError, format, v)
 }
 
+// serverLogKeys bounds serverLog's memory of what it logged: past it, the
+// memory starts over (a minute's limit lost, not memory grown).
+const serverLogKeys = 256
+
 func (l *serverLog) emit(level slog.Level, format string, v []any) {
-	msg := fmt.Sprintf(format, v...)
-	if strings.Contains(msg, "Critical write error") && l.e.writeErr.CompareAndSwap(nil, &msg) && l.log != nil {
-		l.log.Error("event store stopped writing: webhooks and /readyz answer 503 until hookgate is restarted; free space under data_dir (or mend the disk), then restart", slog.String("nats_server", msg))
-	}
 	if l.log == nil {
 		return
 	}
+	key := serverLogKey(format)
 	l.mu.Lock()
 	now := time.Now()
-	if t, ok := l.last[format]; ok && now.Sub(t) < time.Minute {
+	if t, ok := l.last[key]; ok && now.Sub(t) < time.Minute {
 		l.mu.Unlock()
 		return
 	}
-	l.last[format] = now
+	if len(l.last) >= serverLogKeys {
+		clear(l.last)
+	}
+	l.last[key] = now
 	l.mu.Unlock()
-	l.log.LogAttrs(context.Background(), level, "nats-server: "+msg)
+	l.log.LogAttrs(context.Background(), level, "nats-server: "+fmt.Sprintf(format, v...))
+}
+
+// serverLogKey is what makes two server lines "the same message" for the
+// once-a-minute limit: nats-server writes a client's address and id into
+// the format ("127.0.0.1:5000 - cid:7 - ...") and, in a parser error, the
+// client's own bytes, so the format alone would make every connection a
+// new message. Without its client prefix, up to its first quote, at most
+// 64 bytes.
+func serverLogKey(format string) string {
+	if i := strings.Index(format, " - "); i >= 0 {
+		if j := strings.Index(format[i+3:], " - "); j >= 0 && strings.Contains(format[i+3:i+3+j], "id:") {
+			format = format[i+3+j+3:]
+		}
+	}
+	if i := strings.IndexAny(format, "'\""); i >= 0 {
+		format = format[:i]
+	}
+	if len(format) > 64 {
+		format = format[:64]
+	}
+	return format
 }
 
 // TokenFile is where a generated token is kept, relative to data_dir.
@@ -195,7 +231,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded nats-server: %w", err)
 	}
 	e := &Embedded{srv: srv, token: token, lock: lock}
-	srv.SetLogger(&serverLog{log: o.Log, e: e, last: map[string]time.Time{}}, false, false)
+	e.serverLog = &serverLog{log: o.Log, e: e, last: map[string]time.Time{}}
+	srv.SetLogger(e.serverLog, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()

@@ -56,7 +56,7 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 		}
 		// It holds data_dir but does not answer on listen yet: a serve
 		// still recovering its store, or another command.
-		return nil, fmt.Errorf("%w and nothing answers on nats.embedded.listen %s yet (a serve still starting, or another command): run this again once it is up, or stop it", err, cfg.NATS.Embedded.Listen)
+		return nil, fmt.Errorf("%w and nothing answers on nats.embedded.listen %s (a serve still starting, another command, or a serve whose config listens elsewhere): run this again once it is up, with the nats.embedded.listen its config has", err, cfg.NATS.Embedded.Listen)
 	}
 	return s, err
 }

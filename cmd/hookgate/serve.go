@@ -227,7 +227,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		// Webhooks are taken now (the key index is open).
 		starting.Set(0)
-		takingWebhooks.Store(true)
+		// A consumer-only serve has no connections to drain.
+		takingWebhooks.Store(cfg.Roles.Gateway)
 	}
 	if watchClaim {
 		// An embedded hookgate this gateway shares NATS with may start
