@@ -94,7 +94,7 @@ type serverLog struct {
 	log  *slog.Logger
 	e    *Embedded
 	mu   sync.Mutex
-	last map[string]time.Time // format -> when last logged
+	last map[string]time.Time // serverLogKey -> when last logged
 }
 
 func (l *serverLog) Noticef(string, ...any) {}
