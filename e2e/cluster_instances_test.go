@@ -119,13 +119,20 @@ func requireFewStale(t *testing.T, j js.JetStream, acked []string, pct int, acro
 // lockHolder is the index of the process holding the consumer lock.
 func lockHolder(t *testing.T, j js.JetStream, procs []*hgProc) int {
 	t.Helper()
-	kv, err := j.KeyValue(t.Context(), "HOOKGATE_LOCKS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := kv.Get(t.Context(), "consumer")
-	if err != nil {
-		t.Fatal(err)
+	// The lock's bucket is R3: right after the cluster formed, or while a
+	// node dies, a read can meet no leader ("no responders"); wait for one.
+	var e js.KeyValueEntry
+	var err error
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var kv js.KeyValue
+		if kv, err = j.KeyValue(t.Context(), "HOOKGATE_LOCKS"); err == nil {
+			if e, err = kv.Get(t.Context(), "consumer"); err == nil {
+				break
+			}
+		}
+		if time.Now().After(end) {
+			t.Fatalf("reading the consumer lock for 30 s: %v", err)
+		}
 	}
 	var m struct {
 		Lease *struct{ Owner string } `json:"lease"`
