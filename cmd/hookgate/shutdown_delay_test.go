@@ -16,8 +16,8 @@ import (
 // resets review E counted at a SIGTERM under load). After the delay serve
 // stops as before.
 func TestShutdownDelayDrains(t *testing.T) {
-	const delay = 5 * time.Second
-	cfgPath := review9gConfig(t, t.TempDir(), freeAddr(t), `listen: "127.0.0.1:0", shutdown_delay: 5s`)
+	const delay = 8 * time.Second
+	cfgPath := review9gConfig(t, t.TempDir(), freeAddr(t), `listen: "127.0.0.1:0", shutdown_delay: 8s`)
 	s := review7Start(t, cfgPath, true)
 	sender := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	t.Cleanup(sender.CloseIdleConnections)
@@ -32,7 +32,7 @@ func TestShutdownDelayDrains(t *testing.T) {
 		if code == http.StatusServiceUnavailable && strings.Contains(body, "stopping") {
 			break
 		}
-		if time.Since(stopped) > delay/2 {
+		if time.Since(stopped) > delay*3/4 {
 			t.Fatalf("/readyz %d %q %v after the stop; want 503 saying it is stopping, within the delay", code, body, time.Since(stopped))
 		}
 		time.Sleep(20 * time.Millisecond)
