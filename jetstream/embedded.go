@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -35,9 +36,8 @@ type EmbeddedOptions struct {
 	// MaxPayload is the server's max message size (body plus headers).
 	MaxPayload int32
 	// Limits is the sum of the streams' configured max_bytes. The server's
-	// store ceiling is set to at least that, and to at least the size of
-	// DataDir's file system, instead of nats-server's default of 75% of the
-	// space free at start: against that default every stream's max_bytes
+	// store ceiling is set to that plus the size of DataDir's file system,
+	// instead of nats-server's default of 75% of the space free at start: against that default every stream's max_bytes
 	// is set aside at each start, so limits above the free space (the
 	// default config on a small disk, a restart after a full disk with only
 	// some space freed) refused to start with "insufficient storage". The
@@ -200,7 +200,13 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		DontListen:    o.Listen == "",
 	}
 	if o.Limits > 0 {
-		opts.JetStreamMaxStore = max(o.Limits, fileSystemSize(o.DataDir))
+		// The limits plus the whole file system: room beside the streams'
+		// reservations for the buckets without a limit (each sets aside a
+		// byte), and more than the store can ever hold.
+		opts.JetStreamMaxStore = o.Limits + max(fileSystemSize(o.DataDir), 1<<30)
+		if opts.JetStreamMaxStore < o.Limits { // overflow
+			opts.JetStreamMaxStore = math.MaxInt64
+		}
 	}
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // retention.*.max_bytes are ceilings, not space set aside: serve starts
@@ -15,21 +19,23 @@ import (
 // only some space freed (review L). A full disk is reported where it
 // happens instead (readyz, the log; see Known limits).
 func TestServeStartsWithLimitsAboveTheFreeDisk(t *testing.T) {
-	cfgPath := review9gConfig(t, t.TempDir(), freeAddr(t), `listen: "127.0.0.1:0"`)
-	appendConfig(t, cfgPath, "retention: { webhooks: { max_bytes: 900TB }, grants: { max_bytes: 900TB } }\n")
-	s := review7Start(t, cfgPath, true)
-	review7MustSend(t, s.base, "big-limits", "accepted")
-}
-
-// appendConfig adds YAML to the end of a config file.
-func appendConfig(t *testing.T, path, yaml string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
+	// Both roles: the consumer's buckets (no max_bytes of their own) are
+	// created after the streams, and each needs room beside their limits.
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n"+
+		"retention: { webhooks: { max_bytes: 900TB }, grants: { max_bytes: 900TB } }\n%s", t.TempDir(), freeAddr(t), review6Provider)
+	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if _, err := f.WriteString(yaml); err != nil {
-		t.Fatal(err)
+	s := review7Start(t, cfgPath, true)
+	review7MustSend(t, s.base, "big-limits", "accepted")
+	// The consumer applies it: its buckets exist and take writes.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, m := reviewMGet(s.base, "/metrics"); strings.Contains(m, `hookgate_consumer_events_total{decision="applied",provider="p"} 1`) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the event was not applied within 30 s\n%s", tail(s.stderr.String(), 2000))
+		}
 	}
 }
