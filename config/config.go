@@ -125,6 +125,12 @@ type Retention struct {
 	Audit    Limits `yaml:"audit"`
 }
 
+// TotalMaxBytes is the sum of the streams' max_bytes: what the embedded
+// server would set aside for them.
+func (r Retention) TotalMaxBytes() int64 {
+	return r.Webhooks.MaxBytes + r.Grants.MaxBytes + r.DLQ.MaxBytes + r.Audit.MaxBytes
+}
+
 // Limits are one stream's MaxAge and MaxBytes.
 type Limits struct {
 	MaxAge   time.Duration `yaml:"max_age"`

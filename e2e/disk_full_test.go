@@ -80,14 +80,7 @@ func TestStoreWriteErrorIsReportedAndNothingAcceptedIsLost(t *testing.T) {
 	hg.stop(t)
 
 	hg = start(t, e.cfgPath) // room again
-	waitFor(t, "/readyz 200 after the restart", 30*time.Second, func() bool {
-		resp, err := client.Get(hg.baseURL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	waitFor(t, "/readyz 200 after the restart", 30*time.Second, func() bool { return readyz(hg.baseURL) == http.StatusOK })
 	seen := map[string]int{}
 	for _, k := range storedKeys(t, natsClient(t, e.natsURL, natsToken)) {
 		seen[k]++

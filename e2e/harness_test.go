@@ -186,6 +186,16 @@ func post(t testing.TB, url string, header http.Header, body []byte) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
 }
 
+// readyz is base's /readyz status, 0 when nothing answered.
+func readyz(base string) int {
+	resp, err := client.Get(base + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
 // waitFor polls cond every 50ms until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, deadline time.Duration, cond func() bool) {
 	t.Helper()

@@ -110,14 +110,7 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 		t.Fatalf("before the stop: %d %s", r.status, r.body)
 	}
 	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, "/readyz 503 while draining", 20*time.Second, func() bool {
-		resp, err := client.Get(hg.baseURL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	})
+	waitFor(t, "/readyz 503 while draining", 20*time.Second, func() bool { return readyz(hg.baseURL) == http.StatusServiceUnavailable })
 	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-hg.done:

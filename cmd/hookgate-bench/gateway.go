@@ -55,7 +55,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Token:      cfg.NATS.Embedded.Token.Reveal(),
 		SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
 		MaxPayload: int32(max(cfg.HTTP.MaxBodyBytes+headerRoom, 1<<20)),
-		Limits:     cfg.Retention.Webhooks.MaxBytes + cfg.Retention.Grants.MaxBytes + cfg.Retention.DLQ.MaxBytes + cfg.Retention.Audit.MaxBytes,
+		Limits:     cfg.Retention.TotalMaxBytes(),
 		Log:        logger,
 	})
 	if err != nil {

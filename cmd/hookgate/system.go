@@ -80,7 +80,7 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 			Token:      cfg.NATS.Embedded.Token.Reveal(),
 			SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
 			MaxPayload: payload,
-			Limits:     retentionTotal(cfg),
+			Limits:     cfg.Retention.TotalMaxBytes(),
 			Log:        logger,
 			Lock:       lock,
 		})
@@ -168,10 +168,4 @@ func (s *system) Close() {
 	if s.embedded != nil {
 		s.embedded.Shutdown()
 	}
-}
-
-// retentionTotal is the sum of the streams' max_bytes.
-func retentionTotal(cfg *config.Config) int64 {
-	r := cfg.Retention
-	return r.Webhooks.MaxBytes + r.Grants.MaxBytes + r.DLQ.MaxBytes + r.Audit.MaxBytes
 }

@@ -323,10 +323,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	// Under ordering none a subject's entry keeps no time, only the lease
 	// its effects run under (an entry left with a time by an earlier
 	// watermark ordering still shows it).
-	unordered := false
-	if p, ok := cfg.Providers[r.Provider]; ok && p.Ordering == config.OrderingNone {
-		unordered = true
-	}
+	unordered := cfg.Providers[r.Provider].Ordering == config.OrderingNone
 	if wm := r.Watermark; wm != nil && (wm.Shard || unordered && wm.At.IsZero()) {
 		// No subject, or no time: only the lease says anything about the key.
 		s := wm.Key + ": free"
