@@ -329,18 +329,41 @@ func (c *natsCluster) client() js.JetStream {
 // killed).
 func (c *natsCluster) streamLeader(j js.JetStream, stream string, not *natsNode, d time.Duration) *natsNode {
 	c.t.Helper()
+	return c.leaderOf("stream "+stream, not, d, func(ctx context.Context) (*js.ClusterInfo, error) {
+		s, err := j.Stream(ctx, stream)
+		if err != nil {
+			return nil, err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return info.Cluster, nil
+	})
+}
+
+// consumerLeader is streamLeader for a consumer of stream.
+func (c *natsCluster) consumerLeader(j js.JetStream, stream, consumer string, not *natsNode, d time.Duration) *natsNode {
+	c.t.Helper()
+	return c.leaderOf("consumer "+consumer, not, d, func(ctx context.Context) (*js.ClusterInfo, error) {
+		cons, err := j.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return nil, err
+		}
+		return cons.CachedInfo().Cluster, nil
+	})
+}
+
+func (c *natsCluster) leaderOf(what string, not *natsNode, d time.Duration, read func(context.Context) (*js.ClusterInfo, error)) *natsNode {
+	c.t.Helper()
 	var last error
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		leader := ""
-		s, err := j.Stream(ctx, stream)
-		if err == nil {
-			var info *js.StreamInfo
-			info, err = s.Info(ctx)
-			if err == nil && info.Cluster != nil {
-				leader = info.Cluster.Leader
-			}
+		ci, err := read(ctx)
+		if err == nil && ci != nil {
+			leader = ci.Leader
 		}
 		cancel()
 		last = err
@@ -348,7 +371,7 @@ func (c *natsCluster) streamLeader(j js.JetStream, stream string, not *natsNode,
 			return c.node(leader)
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("stream %s has no new leader after %s (last error: %v)", stream, d, last)
+			c.t.Fatalf("%s has no new leader after %s (last error: %v)", what, d, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

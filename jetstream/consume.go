@@ -128,6 +128,16 @@ type SourceOptions struct {
 	AckWait time.Duration
 }
 
+// pullExpiry is how long each pull request waits at the server. It also
+// bounds how long a pull request that went unanswered stalls the source:
+// nats.go re-pulls only after two missed heartbeats (half the expiry
+// each), and a pull request sent while the consumer has no leader (just
+// created in a cluster, or its leader's node lost) gets no answer at all
+// or a "no responders" the iterator does not re-pull for. At nats.go's
+// default of 30 s such a stall lasted up to 30 s; at 5 s it lasts up to
+// 5 s, for one more pull request every 5 s while idle.
+const pullExpiry = 5 * time.Second
+
 // Source delivers WEBHOOKS events from the durable consumer.
 type Source struct {
 	cons js.Consumer
@@ -160,7 +170,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if prefetch <= 0 {
 		prefetch = max(o.MaxAckPending/4, 16)
 	}
-	it, err := cons.Messages(js.PullMaxMessages(prefetch))
+	it, err := cons.Messages(js.PullMaxMessages(prefetch), js.PullExpiry(pullExpiry))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
