@@ -356,7 +356,9 @@ func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly
 	if ci.NumPending == 0 {
 		return sc, nil
 	}
-	it, err := cons.Messages()
+	// The source's short pull expiry: a pull lost to a failover is renewed
+	// within 5 s, inside scanStall, instead of nats.go's 30 s.
+	it, err := cons.Messages(js.PullExpiry(pullExpiry))
 	if err != nil {
 		return sc, classify("scan "+stream, err)
 	}
