@@ -54,6 +54,13 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		// the gateway can answer 503 instead of holding the sender.
 		nats.ReconnectBufSize(-1),
 		nats.Timeout(5 * time.Second),
+		// A server that stops answering without closing the connection (its
+		// host hangs, a network partition) is noticed only by pings: at
+		// nats.go's default (every 2 minutes, stale after two unanswered)
+		// the gateway answered 503 for minutes before moving to another
+		// node. Every 5 s, stale after two: 10-15 s.
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(2),
 	}
 	url := o.URL
 	switch {
@@ -91,6 +98,9 @@ func Connect(o ConnectOptions) (*Conn, error) {
 	}
 	return &Conn{NC: nc, JS: jsc, embedded: o.Embedded}, nil
 }
+
+// pingInterval is how often the client pings the server (see Connect).
+const pingInterval = 5 * time.Second
 
 // errConnect marks Connect's errors (see NotAnswering).
 var errConnect = errors.New("connect to NATS")
