@@ -74,10 +74,29 @@ type NATS struct {
 	URL string `yaml:"url"`
 	// Credentials is a .creds file for the external cluster; relative
 	// paths are resolved against the config file's directory.
-	Credentials string   `yaml:"credentials"`
-	Replicas    int      `yaml:"replicas"`
-	Embedded    Embedded `yaml:"embedded"`
+	Credentials string `yaml:"credentials"`
+	// TLS configures TLS to the external cluster beyond what a tls:// URL
+	// gives (the system's roots, no client certificate).
+	TLS      NATSTLS  `yaml:"tls"`
+	Replicas int      `yaml:"replicas"`
+	Embedded Embedded `yaml:"embedded"`
 }
+
+// NATSTLS names the PEM files for TLS to an external cluster; relative
+// paths are resolved against the config file's directory. All empty: a
+// tls:// URL verifies the servers against the system's roots.
+type NATSTLS struct {
+	// CA holds the certificates the servers' chains must end in, instead
+	// of the system's roots (a private CA).
+	CA string `yaml:"ca"`
+	// Cert and Key are the client's certificate and key, for servers that
+	// verify clients (mutual TLS); both or neither.
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Set reports whether any file is named.
+func (t NATSTLS) Set() bool { return t != NATSTLS{} }
 
 // URLs splits URL into its comma-separated server URLs, spaces trimmed;
 // nil for the embedded server.
@@ -340,7 +359,8 @@ func (c *Config) resolvePaths(baseDir string) {
 	if baseDir == "" {
 		return
 	}
-	for _, p := range []*string{&c.NATS.Embedded.DataDir, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.NATS.Credentials} {
+	for _, p := range []*string{&c.NATS.Embedded.DataDir, &c.HTTP.TLS.Cert, &c.HTTP.TLS.Key, &c.NATS.Credentials,
+		&c.NATS.TLS.CA, &c.NATS.TLS.Cert, &c.NATS.TLS.Key} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(baseDir, *p)
 		}

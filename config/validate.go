@@ -2,6 +2,7 @@ package config
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"fmt"
 	"net"
@@ -31,7 +32,7 @@ func (c *Config) Validate() error {
 }
 
 // Check returns every error and warning about c, nil when there are none.
-// It reads the files c names (tls.cert, tls.key, nats.credentials) to
+// It reads the files c names (http.tls.*, nats.credentials, nats.tls.*) to
 // report missing ones, and never prints a secret.
 func (c *Config) Check() Problems {
 	k := &checker{}
@@ -113,23 +114,7 @@ func (c *Config) checkHTTP(k *checker) {
 			k.errorf("http.admin_listen", "same address as http.listen; leave it empty to serve /healthz, /readyz and /metrics on http.listen")
 		}
 	}
-	before := len(k.ps)
-	switch {
-	case h.TLS.Cert != "" && h.TLS.Key == "":
-		k.errorf("http.tls.key", "required when http.tls.cert is set")
-	case h.TLS.Key != "" && h.TLS.Cert == "":
-		k.errorf("http.tls.cert", "required when http.tls.key is set")
-	}
-	checkFile(k, "http.tls.cert", h.TLS.Cert)
-	checkFile(k, "http.tls.key", h.TLS.Key)
-	if h.TLS.Cert != "" && h.TLS.Key != "" && len(k.ps) == before {
-		// Files that exist may still not be a certificate and its key (a
-		// key that does not match, a DER file); serve loads them first
-		// too (review 9).
-		if _, err := tls.LoadX509KeyPair(h.TLS.Cert, h.TLS.Key); err != nil {
-			k.errorf("http.tls.cert", "with http.tls.key: %v", err)
-		}
-	}
+	checkKeyPair(k, "http.tls", h.TLS.Cert, h.TLS.Key)
 	switch {
 	case h.MaxBodyBytes <= 0:
 		k.errorf("http.max_body_bytes", "must be > 0")
@@ -152,6 +137,28 @@ func (c *Config) checkHTTP(k *checker) {
 		k.errorf("http.shutdown_delay", "must be >= 0 (0: stop accepting at once)")
 	case h.ShutdownDelay > maxShutdownDelay:
 		k.errorf("http.shutdown_delay", "%s is above %s: a stop would wait that long before it began (a load balancer needs seconds)", h.ShutdownDelay, maxShutdownDelay)
+	}
+}
+
+// checkKeyPair checks a certificate and key named under prefix (.cert,
+// .key): both or neither, files, and a pair that loads.
+func checkKeyPair(k *checker, prefix, cert, key string) {
+	before := len(k.ps)
+	switch {
+	case cert != "" && key == "":
+		k.errorf(prefix+".key", "required when %s.cert is set", prefix)
+	case key != "" && cert == "":
+		k.errorf(prefix+".cert", "required when %s.key is set", prefix)
+	}
+	checkFile(k, prefix+".cert", cert)
+	checkFile(k, prefix+".key", key)
+	if cert != "" && key != "" && len(k.ps) == before {
+		// Files that exist may still not be a certificate and its key (a
+		// key that does not match, a DER file); serve loads them first
+		// too (review 9).
+		if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			k.errorf(prefix+".cert", "with %s.key: %v", prefix, err)
+		}
 	}
 }
 
@@ -179,6 +186,13 @@ func (c *Config) checkNATS(k *checker) {
 			k.warnf("nats.credentials", "ignored: it is for an external cluster and nats.url is empty")
 		}
 		checkFile(k, "nats.credentials", n.Credentials)
+	}
+	if n.TLS.Set() {
+		if n.URL == "" {
+			k.warnf("nats.tls", "ignored: it is for an external cluster and nats.url is empty")
+		}
+		checkKeyPair(k, "nats.tls", n.TLS.Cert, n.TLS.Key)
+		checkCA(k, "nats.tls.ca", n.TLS.CA)
 	}
 	switch {
 	case n.Replicas < 1 || n.Replicas > 5:
@@ -563,6 +577,27 @@ func checkHostPort(s string) error {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// checkCA checks that path (when set) is a file holding at least one PEM
+// certificate.
+func checkCA(k *checker, key, path string) {
+	if path == "" {
+		return
+	}
+	before := len(k.ps)
+	checkFile(k, key, path)
+	if len(k.ps) != before {
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		k.errorf(key, "%v", err)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		k.errorf(key, "%s holds no PEM certificate", path)
+	}
 }
 
 func checkFile(k *checker, key, path string) {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -548,6 +549,8 @@ type clusterConfig struct {
 	natsURL    string
 	roles      string // e.g. "{ gateway: false, consumer: true }"
 	forwardURL string
+	replicas   int    // 0: 3
+	natsTLS    string // nats.tls as YAML flow, e.g. "{ ca: /x/ca.pem }"
 }
 
 func writeClusterConfig(t testing.TB, c clusterConfig) string {
@@ -559,7 +562,8 @@ func writeClusterConfig(t testing.TB, c clusterConfig) string {
   timeouts: { read_header: 2s, read: 5s, write: 10s, idle: 30s }
 nats:
   url: %q
-  replicas: 3
+  replicas: %d
+  tls: %s
 # The nodes have 1 GB of file store; streams reserve their max_bytes.
 retention:
   webhooks: { max_bytes: 256MB }
@@ -572,7 +576,7 @@ consumer:
   backoff: [250ms, 500ms, 1s, 2s]
 # The reconciliation reads every consumer decision from the logs, too.
 log: { level: debug }
-`, c.natsURL)
+`, c.natsURL, cmp.Or(c.replicas, 3), cmp.Or(c.natsTLS, "{}"))
 	if c.roles != "" {
 		fmt.Fprintf(&b, "roles: %s\n", c.roles)
 	}

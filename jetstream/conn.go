@@ -1,6 +1,8 @@
 package jetstream
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -18,6 +20,11 @@ type ConnectOptions struct {
 	URL         string    // external: "nats://h1:4222,nats://h2:4222"
 	Credentials string    // external: .creds file
 	Token       string    // external or listening embedded server
+	// External: PEM files for TLS (all optional). CAFile replaces the
+	// system's roots in verifying the servers; CertFile and KeyFile are
+	// the client's certificate for servers that verify clients. Any of
+	// them requires TLS of the servers.
+	CAFile, CertFile, KeyFile string
 	// APITimeout bounds each JetStream API call and publish ack wait.
 	APITimeout time.Duration
 }
@@ -76,12 +83,24 @@ func Connect(o ConnectOptions) (*Conn, error) {
 	if o.Token != "" && o.Embedded == nil {
 		opts = append(opts, nats.Token(o.Token))
 	}
+	if o.Embedded == nil {
+		if o.CAFile != "" {
+			opts = append(opts, nats.RootCAs(o.CAFile))
+		}
+		if o.CertFile != "" || o.KeyFile != "" {
+			opts = append(opts, nats.ClientCert(o.CertFile, o.KeyFile))
+		}
+	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		var op *net.OpError
 		switch {
 		case errors.Is(err, nats.ErrAuthorization) || strings.Contains(strings.ToLower(err.Error()), "authorization"):
 			err = fmt.Errorf("%w: %w", ErrAuthorization, err)
+		case tlsFailure(err):
+			// Before the net.OpError case: a server refusing the client's
+			// certificate answers with a TLS alert, read as an OpError.
+			err = fmt.Errorf("%w: %w", ErrTLS, err)
 		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused"):
 			err = fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
@@ -101,6 +120,25 @@ func Connect(o ConnectOptions) (*Conn, error) {
 
 // pingInterval is how often the client pings the server (see Connect).
 const pingInterval = 5 * time.Second
+
+// tlsFailure reports whether a connect error is the TLS handshake's: the
+// server's certificate not verified, or the server's alert (a client
+// certificate required or not trusted), or nats.go's own TLS errors (the
+// server closing the connection right after the handshake, as it does
+// when it refuses the client's certificate under TLS 1.3).
+func tlsFailure(err error) bool {
+	var op *net.OpError
+	var unknown x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	var hostname x509.HostnameError
+	switch {
+	case errors.As(err, &op) && op.Op == "remote error":
+		return true
+	case errors.As(err, &unknown), errors.As(err, &verify), errors.As(err, &hostname):
+		return true
+	}
+	return strings.Contains(err.Error(), "tls error")
+}
 
 // errConnect marks Connect's errors (see NotAnswering).
 var errConnect = errors.New("connect to NATS")

@@ -27,6 +27,10 @@ var (
 	ErrConfigConflict = errors.New("stream config conflict")
 	// ErrAuthorization: the NATS server refused the credentials or token.
 	ErrAuthorization = errors.New("nats refused the credentials")
+	// ErrTLS: the TLS handshake with the NATS server failed (a server
+	// certificate not trusted, a client certificate required or refused):
+	// nats.tls's files, not something that passes by waiting.
+	ErrTLS = errors.New("tls with the nats server failed (see nats.tls: ca, cert, key)")
 	// ErrNoServer: nothing answered at the NATS address (refused, or no
 	// server reachable). Connect wraps it with ErrUnavailable.
 	ErrNoServer = errors.New("no nats server answered")

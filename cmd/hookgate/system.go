@@ -95,6 +95,8 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	} else {
 		opts.URL = cfg.NATS.URL
 		opts.Credentials = cfg.NATS.Credentials
+		t := cfg.NATS.TLS
+		opts.CAFile, opts.CertFile, opts.KeyFile = t.CA, t.Cert, t.Key
 	}
 	c, err := jetstream.Connect(opts)
 	if err != nil {
