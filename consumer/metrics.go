@@ -16,6 +16,9 @@ type Metrics struct {
 	// Pending is the durable consumer's lag (messages not yet delivered
 	// plus delivered and not yet acked), set by the runner.
 	Pending prometheus.Gauge
+	// Applying is 1 while this instance applies events: on a cluster, while
+	// it holds the consumer lock (its standbys report 0).
+	Applying prometheus.Gauge
 }
 
 // NewMetrics registers the consumer's series on reg (nil: unregistered).
@@ -34,9 +37,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hookgate_consumer_pending",
 			Help: "Events stored but not yet applied (consumer lag).",
 		}),
+		Applying: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookgate_consumer_applying",
+			Help: "1 while this instance applies events (on a cluster: holds the consumer lock), else 0.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.seconds, m.Pending)
+		reg.MustRegister(m.events, m.seconds, m.Pending, m.Applying)
 	}
 	return m
 }

@@ -57,6 +57,9 @@ func TestClusterFrozenNodeFailsOver(t *testing.T) {
 		}
 		return false
 	})
+	if n, _ := metric(t, hg.baseURL, `hookgate_nats_reconnects_total{connection="hookgate-serve"}`); n < 1 {
+		t.Errorf("hookgate_nats_reconnects_total of the gateway's connection is %v after it left the frozen node; want >= 1", n)
+	}
 	l.waitPosts(t, 100, 30*time.Second)
 	thaw()
 	c.waitHealthy(60*time.Second, frozen)

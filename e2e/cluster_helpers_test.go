@@ -8,12 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -619,4 +621,30 @@ func cliRun(t testing.TB, args ...string) (string, string, int) {
 	}
 	t.Fatalf("hookgate %v: %v", args, err)
 	return "", "", 0
+}
+
+// metric returns the value of the series named exactly series (name and
+// labels as /metrics writes them) in base's /metrics, and whether it is
+// there.
+func metric(t testing.TB, base, series string) (float64, bool) {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s/metrics: %v", base, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err != nil {
+				t.Fatalf("%s: %q", series, line)
+			}
+			return v, true
+		}
+	}
+	return 0, false
 }

@@ -41,4 +41,18 @@ func TestClusterConcurrentStart(t *testing.T) {
 		l.deliver(0, l.newEvent(fmt.Sprintf("G-%d", i+1)), false)
 	}
 	reconcile(t, j, l, reconcileOptions{procs: procs, settleWithin: 30 * time.Second})
+
+	// One instance applies (holds the consumer lock), and its /metrics says
+	// so; the others stand by.
+	var applying []string
+	waitFor(t, "exactly one instance with hookgate_consumer_applying 1", 30*time.Second, func() bool {
+		applying = applying[:0]
+		for _, p := range procs {
+			if v, ok := metric(t, p.baseURL, "hookgate_consumer_applying"); ok && v == 1 {
+				applying = append(applying, p.name)
+			}
+		}
+		return len(applying) == 1
+	})
+	t.Logf("applying: %v", applying)
 }

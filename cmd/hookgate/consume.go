@@ -175,6 +175,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		AckWait:       o.LeaseTTL,
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {
+		metrics.Applying.Set(1)
+		defer metrics.Applying.Set(0)
 		go func() {
 			t := time.NewTicker(5 * time.Second)
 			defer t.Stop()

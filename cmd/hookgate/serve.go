@@ -129,7 +129,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		Name: "hookgate_audit_write_failures_total",
 		Help: "AUDIT records that could not be written (logged).",
 	})
-	reg.MustRegister(auditFailures, newStreamCollector(sys.conn))
+	reg.MustRegister(auditFailures, newStreamCollector(sys.conn), newNATSCollector(sys.connections))
 
 	// The audit writer outlives the HTTP servers and the consumer so their
 	// last decisions are written: its deferred stop runs after theirs.

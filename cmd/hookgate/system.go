@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -18,7 +19,9 @@ type system struct {
 	embedded *jetstream.Embedded
 	conn     *jetstream.Conn
 	opts     jetstream.ConnectOptions
-	extra    []*jetstream.Conn // more connections (extraConn), closed with the system
+
+	mu    sync.Mutex        // guards extra: /metrics reads it while serve starts
+	extra []*jetstream.Conn // more connections (extraConn), closed with the system
 }
 
 func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
@@ -155,13 +158,26 @@ func (s *system) extraConn(name string) (*jetstream.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
 	s.extra = append(s.extra, c)
+	s.mu.Unlock()
 	return c, nil
+}
+
+// connections returns the system's connections to NATS: the main one,
+// then extraConn's.
+func (s *system) connections() []*jetstream.Conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*jetstream.Conn{s.conn}, s.extra...)
 }
 
 // Close closes the connections, then the embedded server.
 func (s *system) Close() {
-	for _, c := range s.extra {
+	s.mu.Lock()
+	extra := s.extra
+	s.mu.Unlock()
+	for _, c := range extra {
 		c.Close()
 	}
 	if s.conn != nil {
