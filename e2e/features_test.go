@@ -2,19 +2,12 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/testpki"
 	"github.com/nats-io/nats.go"
 )
 
@@ -110,7 +104,8 @@ providers:
 // With tls set, the gateway serves HTTPS only.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
-	certPath, keyPath := selfSigned(t, dir)
+	pki := testpki.Write(t, dir, "")
+	certPath, keyPath := pki.ServerCert, pki.ServerKey
 	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0", tls: { cert: "`+certPath+`", key: "`+keyPath+`" } }
 nats: { embedded: { data_dir: %q } }
 providers:
@@ -120,7 +115,7 @@ providers:
 	if !strings.HasPrefix(hg.baseURL, "https://") {
 		t.Fatalf("listening on %s, want https", hg.baseURL)
 	}
-	pem, err := os.ReadFile(certPath)
+	pem, err := os.ReadFile(pki.CA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,36 +167,6 @@ providers:
 	if _, errOut, code := cli(t, "status", "--config", cfg); code != 0 {
 		t.Fatalf("status with the generated token: exit %d %s", code, errOut)
 	}
-}
-
-func selfSigned(t testing.TB, dir string) (certPath, keyPath string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
 }
 
 // TestLogLevel: by default routine decisions stay out of the log (AUDIT has

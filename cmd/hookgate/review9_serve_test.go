@@ -4,16 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookgate/hookgate/internal/testpki"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -253,35 +247,12 @@ func TestReview9ReadyzFollowsExternalNATS(t *testing.T) {
 	}
 }
 
-func review9gSelfSigned(t *testing.T) (certPath, keyPath string) {
+// review9gServerCert writes a server certificate for 127.0.0.1 and its
+// key (signed by a throwaway CA the clients here do not check).
+func review9gServerCert(t *testing.T) (certPath, keyPath string) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certPath, keyPath = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certPath, keyPath
+	pki := testpki.Write(t, t.TempDir(), "")
+	return pki.ServerCert, pki.ServerKey
 }
 
 // With http.tls set, a client that speaks HTTP/2 (ALPN h2), sends the
@@ -289,7 +260,7 @@ func review9gSelfSigned(t *testing.T) (certPath, keyPath string) {
 // read): net/http's HTTP/2 server does not apply ReadHeaderTimeout, only
 // IdleTimeout. The same silent client over HTTP/1.1 is cut at read_header.
 func TestReview9H2SilentClientHeldPastReadHeader(t *testing.T) {
-	cert, key := review9gSelfSigned(t)
+	cert, key := review9gServerCert(t)
 	cfg := review9gConfig(t, t.TempDir(), "", fmt.Sprintf(`listen: "127.0.0.1:0", tls: { cert: %q, key: %q }, timeouts: { read_header: 1s, read: 2s, write: 5s, idle: 60s }`, cert, key))
 	s := review7Start(t, cfg, false)
 	re := regexp.MustCompile(`listening on https://([0-9.:]+)`)

@@ -78,7 +78,7 @@ func TestReview9HSuppressedCountLostAtStop(t *testing.T) {
 // With http.tls and admin_listen, the admin port serves TLS with the same
 // pair over HTTP/1.1, and the webhook port too.
 func TestReview9HAdminListenWithTLS(t *testing.T) {
-	cert, key := review9gSelfSigned(t)
+	cert, key := review9gServerCert(t)
 	admin := review9gFreeAddr(t)
 	cfg := review9gConfig(t, t.TempDir(), "", fmt.Sprintf(`listen: "127.0.0.1:0", admin_listen: %q, tls: { cert: %q, key: %q }`, admin, cert, key))
 	s := review7Start(t, cfg, false)

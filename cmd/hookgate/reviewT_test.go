@@ -191,7 +191,7 @@ func reviewTNATS(t *testing.T, o *server.Options) *server.Server {
 
 func reviewTSelfSigned(t *testing.T) *tls.Config {
 	t.Helper()
-	certPath, keyPath := review9gSelfSigned(t)
+	certPath, keyPath := review9gServerCert(t)
 	cert, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err != nil {
 		t.Fatal(err)
