@@ -74,45 +74,75 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 		return nil
 	}
 	total := ci.NumPending
+	// One ordered consumer for the whole read, pulled as a stream of
+	// messages: it re-creates its server-side consumer from the last
+	// sequence it delivered when that one is lost (the stream's leader's
+	// node died), where Fetch made a new consumer per batch and, when
+	// re-creating it failed, retried for ever, ignoring ctx.
+	it, err := cons.Messages(js.PullMaxMessages(256), js.PullExpiry(pullExpiry))
+	if err != nil {
+		return classify("read "+stream, err)
+	}
+	defer it.Stop()
+	progress := time.Now()
 	for {
-		batch, err := cons.Fetch(256, js.FetchMaxWait(2*time.Second))
+		nctx, cancel := context.WithTimeout(ctx, readPoll)
+		msg, err := it.Next(js.NextContext(nctx))
+		cancel()
 		if err != nil {
-			return classify("read "+stream, err)
+			switch {
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case errors.Is(err, js.ErrMsgIteratorClosed):
+				return classify("read "+stream, err)
+			}
+			// Nothing for readPoll: done if nothing is left to read (the
+			// last ones were removed meanwhile), else wait out a failover
+			// up to readStall.
+			ictx, icancel := context.WithTimeout(ctx, readPoll)
+			ci, ierr := cons.Info(ictx)
+			icancel()
+			if ierr == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
+				return nil
+			}
+			if time.Since(progress) >= readStall {
+				return fmt.Errorf("read %s: no message for %s although some are pending: %w", stream, readStall, ErrUnavailable)
+			}
+			continue
 		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			meta, err := msg.Metadata()
+		progress = time.Now()
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := meta.Sequence.Stream
+		if seq > last || (!r.Until.IsZero() && meta.Timestamp.After(r.Until)) {
+			return nil
+		}
+		// Started by sequence, --since still selects: skip the older
+		// ones, but not the end-of-range check below.
+		if r.FromSeq == 0 || r.Since.IsZero() || !meta.Timestamp.Before(r.Since) {
+			err = fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()}, total)
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			seq := meta.Sequence.Stream
-			if seq > last || (!r.Until.IsZero() && meta.Timestamp.After(r.Until)) {
-				return nil
-			}
-			// Started by sequence, --since still selects: skip the older
-			// ones, but not the end-of-range check below.
-			if r.FromSeq == 0 || r.Since.IsZero() || !meta.Timestamp.Before(r.Since) {
-				err = fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()}, total)
-				if errors.Is(err, ErrStop) {
-					return nil
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if meta.NumPending == 0 || seq == last {
-				return nil
-			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			return classify("read "+stream, err)
-		}
-		if n == 0 {
-			return fmt.Errorf("read %s: no messages within 2s although some are pending: %w", stream, ErrUnavailable)
+		if meta.NumPending == 0 || seq == last {
+			return nil
 		}
 	}
 }
+
+// readPoll is how long Read waits for a message before it looks whether
+// any is left; readStall how long it waits in all without one (a stream
+// leader's election takes seconds) before it gives up.
+const (
+	readPoll  = 2 * time.Second
+	readStall = 60 * time.Second
+)
 
 // GetMsg returns one message of a stream by sequence; js.ErrMsgNotFound
 // (wrapped) when there is none.

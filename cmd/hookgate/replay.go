@@ -122,6 +122,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	counts := map[string]int{}
 	progress := newProgress(stderr)
 	letters := &storedLetters{sys: sys}
+	ro := &rideOut{lastOK: time.Now()}
 	missing := map[string]bool{} // providers of stored events that the config lacks
 	var undecided uint64         // the first stored event not decided yet, once one was read
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
@@ -148,7 +149,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			progress.step(total)
 			return nil
 		}
-		decision, reason := replayOne(ctx, proc, forwards, audit, letters, cfg, ev, *dryRun, *redeliver, *force)
+		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, cfg, ev, *dryRun, *redeliver, *force)
 		counts[decision]++
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
 		progress.step(total)
@@ -186,12 +187,12 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 // replayOne decides (dry run) or re-feeds one event. Re-feeding goes
 // through the same rules as the consumer, so an applied event stays
 // applied once: it is reported already-applied.
-func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, letters *storedLetters, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
+func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, letters *storedLetters, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
 	horizon := cfg.Dedup.Horizon
 	if force {
 		horizon = 0
 	}
-	j, err := proc.Judge(ctx, ev, horizon)
+	j, err := ro.judge(ctx, proc, ev, horizon)
 	if err != nil {
 		return decFailed, err.Error()
 	}
@@ -252,6 +253,47 @@ func replayOne(ctx context.Context, proc *consumer.Processor, forwards map[strin
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
 		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
 	return decision, out.Reason
+}
+
+// rideOut lets a replay wait out a failover (a cluster's leader election:
+// seconds) while the stores do not answer, where such events were
+// reported failed (review K), without waiting that long for every event
+// of a store that stays down: the wait counts from the last answer.
+type rideOut struct {
+	lastOK time.Time
+	// down: the stores did not answer for judgeRideOut; each event then
+	// gets one try until they answer again.
+	down bool
+}
+
+// judgeRideOut bounds how long a replay waits for the stores to answer
+// again.
+const judgeRideOut = 30 * time.Second
+
+// judge is proc.Judge, tried again while the stores do not answer, up to
+// judgeRideOut after their last answer.
+func (r *rideOut) judge(ctx context.Context, proc *consumer.Processor, ev consumer.Event, horizon time.Duration) (consumer.Outcome, error) {
+	wait := 250 * time.Millisecond
+	for {
+		j, err := proc.Judge(ctx, ev, horizon)
+		if err == nil {
+			r.lastOK, r.down = time.Now(), false
+			return j, nil
+		}
+		if !errors.Is(err, jetstream.ErrUnavailable) || r.down {
+			return j, err
+		}
+		if time.Since(r.lastOK)+wait > judgeRideOut {
+			r.down = true
+			return j, err
+		}
+		select {
+		case <-ctx.Done():
+			return j, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 func summary(counts map[string]int, dryRun bool) string {
