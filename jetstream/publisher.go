@@ -123,7 +123,12 @@ func retryable(err error) bool {
 	// same Nats-Msg-Id makes the second attempt a duplicate, never a copy.
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, js.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting)
+		errors.Is(err, nats.ErrConnectionReconnecting) ||
+		// Disconnected, reconnecting: the connection buffers nothing
+		// (Connect), so the publish is refused at once; reconnects take
+		// well under a second (review K: a GRANTS publish during one was a
+		// counted attempt, and dead-lettered at max_deliver 1).
+		errors.Is(err, nats.ErrReconnectBufExceeded)
 }
 
 // storedByThisCall reports whether the message at seq is m as this call
