@@ -268,6 +268,15 @@ func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Ou
 	if out, done := p.settleOwn(ctx, m, rule); done {
 		return out, true
 	}
+	if m.effectsRan {
+		// This delivery ran the effects and committed, but the commit's
+		// answer was lost (a WATERMARKS leader change after the write
+		// reached a quorum), so it was tried again in place and finds its
+		// own commit: it is this delivery's apply, never recorded yet
+		// (review K: decided already-applied, AUDIT had no applied record).
+		p.record(m.Event, event.DecisionApplied, "")
+		return p.ack(ctx, m, Outcome{Decision: Applied}), true
+	}
 	return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
 }
 
