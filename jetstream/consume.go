@@ -63,7 +63,7 @@ func (e *Effects) publishGrant(ctx context.Context, subject, key string, h nats.
 	// A publish that timed out may have been stored: retry it with the
 	// same Nats-Msg-Id (a duplicate then) rather than report a failure
 	// that lets newer events overtake an event already in GRANTS.
-	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body, Deadline: time.Now().Add(grantPublishLimit)})
+	res, err := e.pub.Publish(ctx, Message{Subject: subject, Key: key, Header: h, Body: body, Deadline: time.Now().Add(grantPublishLimit), RideOutReconnect: true})
 	if err != nil {
 		return 0, err
 	}

@@ -28,6 +28,12 @@ type Message struct {
 	// Hookgate-Received-At header. The gateway sets it: the sender's answer
 	// and the audit record say which it was.
 	TellOwnWrite bool
+	// RideOutReconnect: a publish refused while the connection reconnects
+	// (it buffers nothing, see Connect) is tried again until the deadline,
+	// as after a leader change. The consumer's effects set it (a refusal
+	// was a counted attempt; review K); the gateway does not: a sender
+	// gets its 503 at once instead of waiting out an outage.
+	RideOutReconnect bool
 }
 
 // PublishResult says what JetStream did with a Message.
@@ -89,7 +95,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (PublishResult, erro
 			// answer came too late: then m is new.
 			res.Duplicate = !p.storedByThisCall(ctx, m, stream, res.Seq)
 		}
-		if err == nil || !retryable(err) {
+		if err == nil || !(retryable(err) || m.RideOutReconnect && errors.Is(err, nats.ErrReconnectBufExceeded)) {
 			return res, err
 		}
 		ambiguous = true
@@ -123,12 +129,7 @@ func retryable(err error) bool {
 	// same Nats-Msg-Id makes the second attempt a duplicate, never a copy.
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, js.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrConnectionReconnecting) ||
-		// Disconnected, reconnecting: the connection buffers nothing
-		// (Connect), so the publish is refused at once; reconnects take
-		// well under a second (review K: a GRANTS publish during one was a
-		// counted attempt, and dead-lettered at max_deliver 1).
-		errors.Is(err, nats.ErrReconnectBufExceeded)
+		errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 // storedByThisCall reports whether the message at seq is m as this call
