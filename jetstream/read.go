@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -84,33 +85,38 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 		return classify("read "+stream, err)
 	}
 	defer it.Stop()
-	progress := time.Now()
+	// Re-creating the lost consumer retries until the iterator stops, ctx
+	// or not: stop it when ctx ends, or after readStall without a message
+	// (the time fn takes not counted).
+	defer context.AfterFunc(ctx, it.Stop)()
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(readStall, func() { stalled.Store(true); it.Stop() })
+	defer watchdog.Stop()
 	for {
-		nctx, cancel := context.WithTimeout(ctx, readPoll)
-		msg, err := it.Next(js.NextContext(nctx))
-		cancel()
+		// Longer than two of the pull's heartbeats: a shorter wait made a
+		// new heartbeat check each time, so a lost consumer was never
+		// noticed (and the read stalled until readStall; CI).
+		msg, err := it.Next(js.NextMaxWait(readPoll))
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
 				return ctx.Err()
+			case stalled.Load():
+				return fmt.Errorf("read %s: no message for %s although some are pending: %w", stream, readStall, ErrUnavailable)
 			case errors.Is(err, js.ErrMsgIteratorClosed):
 				return classify("read "+stream, err)
 			}
 			// Nothing for readPoll: done if nothing is left to read (the
-			// last ones were removed meanwhile), else wait out a failover
-			// up to readStall.
-			ictx, icancel := context.WithTimeout(ctx, readPoll)
+			// last ones were removed meanwhile), else wait on.
+			ictx, icancel := context.WithTimeout(ctx, 2*time.Second)
 			ci, ierr := cons.Info(ictx)
 			icancel()
 			if ierr == nil && ci.NumPending == 0 && ci.NumAckPending == 0 {
 				return nil
 			}
-			if time.Since(progress) >= readStall {
-				return fmt.Errorf("read %s: no message for %s although some are pending: %w", stream, readStall, ErrUnavailable)
-			}
 			continue
 		}
-		progress = time.Now()
+		watchdog.Stop()
 		meta, err := msg.Metadata()
 		if err != nil {
 			return err
@@ -133,14 +139,16 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 		if meta.NumPending == 0 || seq == last {
 			return nil
 		}
+		watchdog.Reset(readStall)
 	}
 }
 
 // readPoll is how long Read waits for a message before it looks whether
-// any is left; readStall how long it waits in all without one (a stream
-// leader's election takes seconds) before it gives up.
+// any is left (over two of the pull's heartbeats, see Read); readStall
+// how long it waits in all without one (a stream leader's election takes
+// seconds) before it gives up.
 const (
-	readPoll  = 2 * time.Second
+	readPoll  = 2*pullExpiry + time.Second
 	readStall = 60 * time.Second
 )
 
