@@ -52,9 +52,13 @@ func ProvisionConsumerLock(ctx context.Context, j js.JetStream, replicas int, ow
 }
 
 // consumerLockTTL is how long a holder that stopped renewing (it died, or
-// lost NATS) keeps the lock, not counting the grace; it renews every third
-// of it.
-const consumerLockTTL = 10 * time.Second
+// lost NATS) keeps the lock, not counting the grace; it renews every tenth
+// of it and gives the lock up a quarter of it before it ends. So a holder
+// rides out at least 13 s without an answer from the bucket: a leader
+// election of HOOKGATE_LOCKS after its node died takes 4-9 s (at 10 s,
+// renewed every third and given up a third early, a holder could ride out
+// 3.3 s, and such an election stopped the applying; review K).
+const consumerLockTTL = 20 * time.Second
 
 // Hold runs run whenever this instance holds the lock, until ctx ends: it
 // waits for the lock, runs, and releases it when run returns. If the lock
@@ -139,15 +143,15 @@ func (l *ConsumerLock) mark(now time.Time) consumer.Mark {
 	return consumer.Mark{Lease: &consumer.Lease{Owner: l.owner, Key: consumerLockKey, Until: now.Add(l.ttl)}}
 }
 
-// renew extends the lock every third of its ttl until ctx ends, and returns
+// renew extends the lock every tenth of its ttl until ctx ends, and returns
 // the revision then held; 0 and lost() when someone else holds it, or when
-// it could not be renewed until only a third of the ttl was left (a
+// it could not be renewed until only a quarter of the ttl was left (a
 // renewal without an answer is tried again sooner). A standby takes an
 // unreleased lock only grace after its expiry: time for the run, cancelled
 // by lost, to finish or hand back its events.
 func (l *ConsumerLock) renew(ctx context.Context, rev uint64, lost context.CancelFunc) uint64 {
 	until := l.now().Add(l.ttl)
-	wait := l.ttl / 3
+	wait := l.ttl / 10
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,8 +165,8 @@ func (l *ConsumerLock) renew(ctx context.Context, rev uint64, lost context.Cance
 		cancel()
 		switch {
 		case err == nil:
-			rev, until, wait = n, now.Add(l.ttl), l.ttl/3
-		case errors.Is(err, consumer.ErrConflict), !l.now().Before(until.Add(-l.ttl / 3)):
+			rev, until, wait = n, now.Add(l.ttl), l.ttl/10
+		case errors.Is(err, consumer.ErrConflict), !l.now().Before(until.Add(-l.ttl / 4)):
 			lost()
 			return 0
 		default:

@@ -60,9 +60,9 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	handedAt := time.Now()
 	waitTrue(t, "b runs after a stopped", func() bool { return running[1].Load() == 1 })
 	// Released, b takes it at its next look (consumerLockPoll); not
-	// released, no sooner than the ttl left after a's last renewal (two
-	// thirds of it) plus the grace.
-	if took, unreleased := time.Since(handedAt), a.ttl*2/3+a.grace; took >= unreleased {
+	// released, no sooner than the ttl left after a's last renewal (at
+	// least nine tenths of it) plus the grace.
+	if took, unreleased := time.Since(handedAt), a.ttl*9/10+a.grace; took >= unreleased {
 		t.Errorf("b took over %s after a's stop, as late as a lock never released (%s)", took, unreleased)
 	}
 
@@ -117,7 +117,7 @@ func TestConsumerLockOneAtATime(t *testing.T) {
 	}
 }
 
-// A holder that loses NATS stops its run a third of the ttl before its
+// A holder that loses NATS stops its run a quarter of the ttl before its
 // entry expires, and the run may take a while to finish its events and
 // hand back the rest (up to the ack wait, which the grace is): a standby
 // must not start before that. (Without the grace it took the expired
@@ -130,7 +130,7 @@ func TestLostLockLeavesTheOldRunTimeToDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := testLock(t, ca, "a"), testLock(t, c, "b")
-	// The old run's events take less than ttl/3 + grace to finish. b's
+	// The old run's events take less than ttl/4 + grace to finish. b's
 	// grace is longer than the drain by a second, so only a stall that
 	// long could make them overlap; without a grace at all b would take
 	// the lock at its expiry, half a second before the drain ends.
