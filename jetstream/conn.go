@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"time"
@@ -92,6 +93,12 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		}
 	}
 	nc, err := nats.Connect(url, opts...)
+	if err != nil && o.Embedded == nil && !tlsFailure(err) && strings.Contains(url, ",") {
+		// nats.go reports the last server's error only, trying them in
+		// random order: a TLS refusal by one node was hidden behind
+		// another node's "connection refused" (review D3). Ask each.
+		err = tlsRefusalOf(url, opts, err)
+	}
 	if err != nil {
 		var op *net.OpError
 		switch {
@@ -101,7 +108,8 @@ func Connect(o ConnectOptions) (*Conn, error) {
 			// Before the net.OpError case: a server refusing the client's
 			// certificate answers with a TLS alert, read as an OpError.
 			err = fmt.Errorf("%w: %w", ErrTLS, err)
-		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused"):
+		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused") ||
+			errors.Is(err, io.EOF): // closed mid-handshake: a node going down
 			err = fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
 		return nil, fmt.Errorf("%w: %w: %w", errConnect, ErrUnavailable, err)
@@ -131,13 +139,37 @@ func tlsFailure(err error) bool {
 	var unknown x509.UnknownAuthorityError
 	var verify *tls.CertificateVerificationError
 	var hostname x509.HostnameError
+	var ne net.Error
 	switch {
 	case errors.As(err, &op) && op.Op == "remote error":
 		return true
 	case errors.As(err, &unknown), errors.As(err, &verify), errors.As(err, &hostname):
 		return true
+	case errors.Is(err, nats.ErrSecureConnWanted), errors.Is(err, nats.ErrSecureConnRequired):
+		return true // nats.tls set for a server without TLS, or the reverse
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, io.EOF):
+		// nats.go calls every handshake error a "tls error": a node that
+		// hangs or closes mid-handshake is not answering, not refusing
+		// (review D3: serve stopped at start instead of waiting).
+		return false
 	}
 	return strings.Contains(err.Error(), "tls error")
+}
+
+// tlsRefusalOf connects to each server of url alone and returns the first
+// TLS failure (see tlsFailure) among them, else err.
+func tlsRefusalOf(url string, opts []nats.Option, err error) error {
+	for u := range strings.SplitSeq(url, ",") {
+		nc, e := nats.Connect(strings.TrimSpace(u), opts...)
+		if e == nil {
+			nc.Close()
+			continue
+		}
+		if tlsFailure(e) {
+			return e
+		}
+	}
+	return err
 }
 
 // errConnect marks Connect's errors (see NotAnswering).
