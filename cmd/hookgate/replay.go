@@ -258,7 +258,8 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 // rideOut lets a replay wait out a failover (a cluster's leader election:
 // seconds) while the stores do not answer, where such events were
 // reported failed (review K), without waiting that long for every event
-// of a store that stays down: the wait counts from the last answer.
+// of a store that stays down: once one event waited judgeRideOut in vain,
+// the next ones get one try each until the stores answer again.
 type rideOut struct {
 	lastOK time.Time
 	// down: the stores did not answer for judgeRideOut; each event then
@@ -270,9 +271,15 @@ type rideOut struct {
 // again.
 const judgeRideOut = 30 * time.Second
 
-// judge is proc.Judge, tried again while the stores do not answer, up to
-// judgeRideOut after their last answer.
+// judge is proc.Judge, tried again while the stores do not answer, for up
+// to judgeRideOut per event (one try while they are known down).
 func (r *rideOut) judge(ctx context.Context, proc *consumer.Processor, ev consumer.Event, horizon time.Duration) (consumer.Outcome, error) {
+	if !r.down {
+		// Each event gets the whole wait: the time since the last
+		// judgement (the previous event's effects, the read riding out a
+		// failover) is not the stores' silence (review D3).
+		r.lastOK = time.Now()
+	}
 	wait := 250 * time.Millisecond
 	for {
 		j, err := proc.Judge(ctx, ev, horizon)
