@@ -93,7 +93,8 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		}
 	}
 	nc, err := nats.Connect(url, opts...)
-	if err != nil && o.Embedded == nil && !tlsFailure(err) && strings.Contains(url, ",") {
+	usesTLS := o.CAFile != "" || o.CertFile != "" || strings.Contains(url, "tls://")
+	if err != nil && o.Embedded == nil && usesTLS && !tlsFailure(err) && strings.Contains(url, ",") {
 		// nats.go reports the last server's error only, trying them in
 		// random order: a TLS refusal by one node was hidden behind
 		// another node's "connection refused" (review D3). Ask each.
