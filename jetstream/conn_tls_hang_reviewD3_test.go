@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"errors"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,14 +21,20 @@ func fakeTLSNode(t *testing.T, hang bool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
 	var held []net.Conn
+	done := make(chan struct{})
 	t.Cleanup(func() {
+		l.Close()
+		<-done // the accept loop has ended: held is only ours now
+		mu.Lock()
+		defer mu.Unlock()
 		for _, c := range held {
 			c.Close()
 		}
 	})
 	go func() {
+		defer close(done)
 		for {
 			c, err := l.Accept()
 			if err != nil {
@@ -35,7 +42,9 @@ func fakeTLSNode(t *testing.T, hang bool) string {
 			}
 			_, _ = c.Write([]byte(`INFO {"server_id":"FAKE","version":"2.11.0","go":"go1","host":"127.0.0.1","port":4222,"max_payload":1048576,"proto":1,"tls_required":true}` + "\r\n"))
 			if hang {
+				mu.Lock()
 				held = append(held, c)
+				mu.Unlock()
 			} else {
 				c.Close()
 			}
