@@ -269,13 +269,6 @@ func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outco
 		if mark.Lease == nil || mark.Lease.Key != ev.Key {
 			return Outcome{}, false
 		}
-		if p.leaseLive(mark.Lease, p.opts.Now()) {
-			// Another process's live lease: its holder is committing, or
-			// tries again after a commit that failed, and records the
-			// event; settling it here recorded it a second time (a replay
-			// beside the consumer; review D3).
-			return Outcome{}, false
-		}
 		next := advance(mark, ev, rule.Watermark)
 		if _, err := p.putMark(ctx, key, next, rev); err != nil {
 			if errors.Is(err, ErrConflict) {
