@@ -165,7 +165,13 @@ func TestReviewMMetricsWhileStartingByRole(t *testing.T) {
 			}
 			s := review7Start(t, reviewMExternalStuckConfig(t, block, tc.roles), false)
 			review10aStartingBase(t, s)
+			// The webhook listener's line comes first; the admin listener
+			// opens right after it (a scrape between the two was refused;
+			// CI): wait for it to answer.
 			code, body := reviewMGet("http://"+admin, "/metrics")
+			for end := time.Now().Add(10 * time.Second); code == 0 && time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+				code, body = reviewMGet("http://"+admin, "/metrics")
+			}
 			if code != 200 || reviewMStartingValue(body) != "1" || !strings.Contains(body, "go_goroutines") || !strings.Contains(body, "process_start_time_seconds") {
 				t.Errorf("admin /metrics while starting: %d\n%.500s", code, body)
 			}
