@@ -45,8 +45,8 @@
 // except strings, where "" counts as unset; effects.publish is the one
 // string where "" means something (publishing off). null (key: or ~) counts
 // as absent. Relative data_dir, tls.cert, tls.key, nats.credentials and
-// nats.tls's files are resolved against the config file's directory, so a config means the same
-// wherever hookgate starts.
+// nats.tls's files are resolved against the config file's directory, so a
+// config means the same wherever hookgate starts.
 //
 // Per-provider defaults: tolerance 5m, account.value "default", fallback
 // digest, effects.forward.timeout 10s, publish DefaultPublish, ordering

@@ -122,7 +122,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	counts := map[string]int{}
 	progress := newProgress(stderr)
 	letters := &storedLetters{sys: sys}
-	ro := &rideOut{lastOK: time.Now()}
+	ro := &rideOut{}
 	missing := map[string]bool{} // providers of stored events that the config lacks
 	var undecided uint64         // the first stored event not decided yet, once one was read
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
@@ -261,7 +261,6 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 // of a store that stays down: once one event waited judgeRideOut in vain,
 // the next ones get one try each until the stores answer again.
 type rideOut struct {
-	lastOK time.Time
 	// down: the stores did not answer for judgeRideOut; each event then
 	// gets one try until they answer again.
 	down bool
@@ -274,23 +273,21 @@ const judgeRideOut = 30 * time.Second
 // judge is proc.Judge, tried again while the stores do not answer, for up
 // to judgeRideOut per event (one try while they are known down).
 func (r *rideOut) judge(ctx context.Context, proc *consumer.Processor, ev consumer.Event, horizon time.Duration) (consumer.Outcome, error) {
-	if !r.down {
-		// Each event gets the whole wait: the time since the last
-		// judgement (the previous event's effects, the read riding out a
-		// failover) is not the stores' silence (review D3).
-		r.lastOK = time.Now()
-	}
+	// Each event gets the whole wait: the time since the last judgement
+	// (the previous event's effects, the read riding out a failover) is not
+	// the stores' silence (review D3).
+	start := time.Now()
 	wait := 250 * time.Millisecond
 	for {
 		j, err := proc.Judge(ctx, ev, horizon)
 		if err == nil {
-			r.lastOK, r.down = time.Now(), false
+			r.down = false
 			return j, nil
 		}
 		if !errors.Is(err, jetstream.ErrUnavailable) || r.down {
 			return j, err
 		}
-		if time.Since(r.lastOK)+wait > judgeRideOut {
+		if time.Since(start)+wait > judgeRideOut {
 			r.down = true
 			return j, err
 		}

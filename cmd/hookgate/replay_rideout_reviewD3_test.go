@@ -26,7 +26,7 @@ func TestReviewD3ReplayRideOutIsNotUsedUpBetweenEvents(t *testing.T) {
 		m := &flakyMarks{err: unavailable}
 		proc := consumer.NewProcessor(map[string]consumer.Rule{"p": {Watermark: true}}, m, nothingApplied{}, nil, nil,
 			slog.New(slog.DiscardHandler), nil, consumer.Options{Owner: "test"})
-		ro := &rideOut{lastOK: time.Now()}
+		ro := &rideOut{}
 		ev := consumer.Event{Key: "p:default:evt:1", Provider: "p", Account: "default", Subject: "G-1", OccurredRaw: "2026-12-01T10:00:00Z"}
 		if _, err := ro.judge(context.Background(), proc, ev, 0); err != nil {
 			t.Fatalf("first judgement: %v", err)

@@ -54,7 +54,7 @@ func TestReplayRidesOutUnansweredStores(t *testing.T) {
 	t.Run("an election", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := &flakyMarks{fails: 3, err: unavailable}
-			out, took, err := judge(m, &rideOut{lastOK: time.Now()})
+			out, took, err := judge(m, &rideOut{})
 			if err != nil || out.Decision != consumer.Applied || m.gets != 4 {
 				t.Fatalf("judge = %+v, %v after %d reads; want applied on the 4th", out, err, m.gets)
 			}
@@ -64,7 +64,7 @@ func TestReplayRidesOutUnansweredStores(t *testing.T) {
 	t.Run("a store that stays down", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := &flakyMarks{fails: -1, err: unavailable}
-			ro := &rideOut{lastOK: time.Now()}
+			ro := &rideOut{}
 			_, took, err := judge(m, ro)
 			if !errors.Is(err, jetstream.ErrUnavailable) || took > judgeRideOut || took < judgeRideOut-3*time.Second {
 				t.Fatalf("first event: %v after %s; want the store's error after about %s", err, took, judgeRideOut)
@@ -79,7 +79,7 @@ func TestReplayRidesOutUnansweredStores(t *testing.T) {
 	t.Run("a refusal", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			m := &flakyMarks{fails: -1, err: fmt.Errorf("get watermark: %w", jetstream.ErrAuthorization)}
-			_, took, err := judge(m, &rideOut{lastOK: time.Now()})
+			_, took, err := judge(m, &rideOut{})
 			if !errors.Is(err, jetstream.ErrAuthorization) || took != 0 || m.gets != 1 {
 				t.Fatalf("%v after %s, %d reads; want the refusal at once", err, took, m.gets)
 			}
