@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -110,7 +111,7 @@ func Connect(o ConnectOptions) (*Conn, error) {
 			// certificate answers with a TLS alert, read as an OpError.
 			err = fmt.Errorf("%w: %w", ErrTLS, err)
 		case errors.As(err, &op) || errors.Is(err, nats.ErrNoServers) || strings.Contains(err.Error(), "connection refused") ||
-			errors.Is(err, io.EOF): // closed mid-handshake: a node going down
+			errors.Is(err, io.EOF): // closed mid-handshake: a node going down (a reset is an OpError)
 			err = fmt.Errorf("%w: %w", ErrNoServer, err)
 		}
 		return nil, fmt.Errorf("%w: %w: %w", errConnect, ErrUnavailable, err)
@@ -148,10 +149,13 @@ func tlsFailure(err error) bool {
 		return true
 	case errors.Is(err, nats.ErrSecureConnWanted), errors.Is(err, nats.ErrSecureConnRequired):
 		return true // nats.tls set for a server without TLS, or the reverse
-	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, io.EOF):
+	case strings.Contains(err.Error(), "closed by remote after TLS handshake"):
+		return true // TLS 1.3: the server refused the client's certificate
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNRESET):
 		// nats.go calls every handshake error a "tls error": a node that
-		// hangs or closes mid-handshake is not answering, not refusing
-		// (review D3: serve stopped at start instead of waiting).
+		// hangs, closes or resets the connection mid-handshake is not
+		// answering, not refusing (review D3: serve stopped at start
+		// instead of waiting).
 		return false
 	}
 	return strings.Contains(err.Error(), "tls error")
