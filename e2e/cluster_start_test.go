@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,4 +57,38 @@ func TestClusterConcurrentStart(t *testing.T) {
 		return len(applying) == 1
 	})
 	t.Logf("applying: %v", applying)
+
+	// `hookgate status` lists the three, each ready, the same one applying.
+	var st statusJSON
+	waitFor(t, "status listing three ready instances, one applying", 30*time.Second, func() bool {
+		r := runHG(t, "status", "--json", "--config", cfg)
+		if r.code != 0 {
+			t.Fatalf("status --json: exit %d\n%s", r.code, r.stderr)
+		}
+		st = statusJSON{}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, r.stdout)
+		}
+		ready, on := 0, 0
+		for _, in := range st.Instances {
+			if in.Ready {
+				ready++
+			}
+			if in.Applying {
+				on++
+			}
+		}
+		return len(st.Instances) == 3 && ready == 3 && on == 1
+	})
+	for _, in := range st.Instances {
+		var p *hgProc
+		for _, q := range procs {
+			if strings.HasSuffix(in.Instance, fmt.Sprintf("/%d", q.cmd.Process.Pid)) {
+				p = q
+			}
+		}
+		if p == nil || len(in.Listen) != 1 || in.Listen[0] != p.baseURL || in.Applying != (p.name == applying[0]) {
+			t.Errorf("status instance %+v: not one of the three as they are (applying by the metric: %s)", in, applying[0])
+		}
+	}
 }

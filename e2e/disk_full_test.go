@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,13 @@ func TestStoreWriteErrorIsReportedAndNothingAcceptedIsLost(t *testing.T) {
 	}
 	if logs := hg.stderr.String(); !strings.Contains(logs, "event store stopped writing") || !strings.Contains(logs, "Critical write error") {
 		t.Fatalf("no log line names the write error:\n%s", tailString(logs, 3000))
+	}
+	// The streams read fine from outside; only serve knows its store
+	// stopped writing, and `hookgate status` must show it.
+	r := runHG(t, "status", "--config", e.cfgPath)
+	if r.code != 0 || !regexp.MustCompile(`(?m)^\S+\s+gateway,consumer\s+no\s`).MatchString(r.stdout) ||
+		!regexp.MustCompile(`(?m)^\S+ not ready: the event store stopped writing .*restart hookgate`).MatchString(r.stdout) {
+		t.Fatalf("status with a store that stopped writing: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	hg.stop(t)
 

@@ -54,10 +54,19 @@ type statusJSON struct {
 		NumPending    uint64 `json:"num_pending"`
 		NumAckPending int    `json:"num_ack_pending"`
 	} `json:"consumers"`
-	DLQDepth    uint64 `json:"dlq_depth"`
-	Watermarks  uint64 `json:"watermarks"`
-	AppliedKeys uint64 `json:"applied_keys"`
-	Dedup       struct {
+	Instances []struct {
+		Instance string   `json:"instance"`
+		Roles    []string `json:"roles"`
+		Listen   []string `json:"listen"`
+		Ready    bool     `json:"ready"`
+		Problem  string   `json:"problem"`
+		Applying bool     `json:"applying"`
+	} `json:"instances"`
+	InstancesNote string `json:"instances_note"`
+	DLQDepth      uint64 `json:"dlq_depth"`
+	Watermarks    uint64 `json:"watermarks"`
+	AppliedKeys   uint64 `json:"applied_keys"`
+	Dedup         struct {
 		StoreSize *uint64 `json:"store_size"`
 		Window    int64   `json:"window_seconds"`
 		KeyIndex  string  `json:"key_index"`

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -141,7 +142,9 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 
 // startConsumer provisions the KV buckets and the durable consumer and
 // returns the function that runs it until ctx ends.
-func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor) (func(context.Context) error, error) {
+// applying is true while this instance runs the consumer (on a cluster:
+// holds the consumer lock).
+func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying *atomic.Bool) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
 	// A small window: deliveries a killed instance had fetched come back
@@ -176,7 +179,11 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {
 		metrics.Applying.Set(1)
-		defer metrics.Applying.Set(0)
+		applying.Store(true)
+		defer func() {
+			metrics.Applying.Set(0)
+			applying.Store(false)
+		}()
 		go func() {
 			t := time.NewTicker(5 * time.Second)
 			defer t.Stop()

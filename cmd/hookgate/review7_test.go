@@ -25,11 +25,12 @@ import (
 
 // review7Serve is one `hookgate serve` run through the real run function.
 type review7Serve struct {
-	base   string
-	stdout *lockedBuf
-	stderr *lockedBuf
-	cancel context.CancelFunc
-	done   chan error
+	base    string
+	cfgPath string
+	stdout  *lockedBuf
+	stderr  *lockedBuf
+	cancel  context.CancelFunc
+	done    chan error
 }
 
 // review7Config writes a config for an embedded hookgate (gateway only, the
@@ -53,7 +54,7 @@ func review7Config(t *testing.T, dataDir, natsListen, httpListen, extra string) 
 func review7Start(t *testing.T, cfgPath string, wait bool) *review7Serve {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &review7Serve{stdout: &lockedBuf{}, stderr: &lockedBuf{}, cancel: cancel, done: make(chan error, 1)}
+	s := &review7Serve{cfgPath: cfgPath, stdout: &lockedBuf{}, stderr: &lockedBuf{}, cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		s.done <- run(ctx, []string{"serve", "--config", cfgPath}, func(string) string { return "" }, nil, s.stdout, s.stderr)
 	}()

@@ -37,6 +37,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	started := time.Now()
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel(), ReplaceAttr: readableDuration}))
 	// What `config check` warns about, serve says at start too: an
 	// operator who never ran it still sees why (a short dedup.window's
@@ -181,11 +182,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// until then), and the "listening" lines are printed once webhooks
 	// are taken, so they mean ready.
 	var runConsumer func(context.Context) error
+	var applying *atomic.Bool
 	if cfg.Roles.Consumer {
-		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit); err != nil {
+		applying = new(atomic.Bool)
+		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit, applying); err != nil {
 			return err
 		}
 	}
+	// `hookgate status` lists the running serves and what their /readyz
+	// says: a store that stopped writing is seen only here, in memory.
+	defer answerInstances(sys, newInstanceReporter(cfg, listeners, started, ready, applying), logger)()
 	var gw *gateway.Handler
 	for _, l := range listeners {
 		if !l.webhooks {

@@ -49,12 +49,18 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	via := viaOf(cfg, sys)
 	snap := keyIndexSnapshot(cfg)
+	inst := askInstances(ctx, sys, via)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(newStatusDoc(st, via, snap))
+		d := newStatusDoc(st, via, snap)
+		d.Instances, d.InstancesNote = inst.Docs, inst.None
+		if d.Instances == nil {
+			d.Instances = []instanceDoc{}
+		}
+		return enc.Encode(d)
 	}
-	writeStatus(stdout, st, via, cfg, snap)
+	writeStatus(stdout, st, via, cfg, snap, inst)
 	return nil
 }
 
@@ -84,6 +90,10 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	via                  how JetStream was reached: "nats.url",
 //	                     "nats.embedded.listen", or "data_dir" (no hookgate
 //	                     was running; the CLI opened the data dir itself)
+//	instances[]          the running serves that answered (instanceDoc):
+//	                     instance, version, roles, listen, started, ready,
+//	                     problem, applying
+//	instances_note       why none is listed, when none is
 //	streams[]            WEBHOOKS, GRANTS, DLQ, AUDIT, in that order
 //	  name, exists       exists is false for a stream not created yet
 //	  messages, bytes
@@ -140,6 +150,8 @@ func viaOf(cfg *config.Config, sys *system) string {
 type statusDoc struct {
 	Time          time.Time         `json:"time"`
 	Via           string            `json:"via"`
+	Instances     []instanceDoc     `json:"instances"`
+	InstancesNote string            `json:"instances_note,omitempty"`
 	Streams       []streamDoc       `json:"streams"`
 	Buckets       []bucketDoc       `json:"buckets"`
 	Consumers     []consumerDoc     `json:"consumers"`
@@ -288,7 +300,7 @@ func newStatusDoc(st jetstream.Status, via string, snap *snapshotDoc) statusDoc 
 }
 
 // writeStatus prints the status as short aligned tables.
-func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Config, snap *snapshotDoc) {
+func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Config, snap *snapshotDoc, inst instancesView) {
 	switch via {
 	case viaDataDir:
 		fmt.Fprintf(w, "hookgate status at %s, read from data_dir %s (no hookgate running)\n\n", stamp(st.At), cfg.NATS.Embedded.DataDir)
@@ -297,6 +309,7 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 	default:
 		fmt.Fprintf(w, "hookgate status at %s, read through nats.url\n\n", stamp(st.At))
 	}
+	writeInstances(w, inst)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STREAM\tMESSAGES\tSIZE\tFIRST\tLAST\tMAX AGE\tMAX SIZE\tDISK USE\tDUP WINDOW")
 	for _, s := range st.Streams {

@@ -59,7 +59,7 @@ func TestStatusShowsMissing(t *testing.T) {
 	cfg := &config.Config{}
 	cfg.NATS.Embedded.Listen = "127.0.0.1:4222"
 	var out bytes.Buffer
-	writeStatus(&out, st, viaListen, cfg, nil)
+	writeStatus(&out, st, viaListen, cfg, nil, instancesView{})
 	for _, name := range []string{"WEBHOOKS", "GRANTS", "DLQ", "AUDIT", "WATERMARKS", "APPLIED", "WEBHOOKS/hookgate-apply"} {
 		if !regexp.MustCompile(`(?m)^` + name + `\s+missing\s*$`).MatchString(out.String()) {
 			t.Errorf("no %q missing line in:\n%s", name, out.String())
@@ -140,7 +140,7 @@ func TestStatusShowsWhoKeepsTheHorizon(t *testing.T) {
 			}
 			st := jetstream.Status{At: at, Dedup: jetstream.DedupStatus{Known: true, Horizon: 96 * time.Hour, Window: tt.window, KeyIndex: tt.keyIndex}}
 			var out bytes.Buffer
-			writeStatus(&out, st, viaDataDir, cfg, snap)
+			writeStatus(&out, st, viaDataDir, cfg, snap, instancesView{})
 			if !strings.Contains(out.String(), tt.want) {
 				t.Errorf("status output lacks %q:\n%s", tt.want, out.String())
 			}
@@ -185,7 +185,7 @@ func TestStatusShowsASnapshotPathThatIsNotAFile(t *testing.T) {
 	}
 	st := jetstream.Status{At: time.Now(), Dedup: jetstream.DedupStatus{Known: true, Horizon: time.Hour, Window: 2 * time.Minute, KeyIndex: jetstream.KeyIndexKeeps}}
 	var out bytes.Buffer
-	writeStatus(&out, st, viaDataDir, cfg, snap)
+	writeStatus(&out, st, viaDataDir, cfg, snap, instancesView{})
 	if want := keyIndexFile + ": not a file: the key index cannot save itself"; !strings.Contains(out.String(), want) {
 		t.Errorf("status output lacks %q:\n%s", want, out.String())
 	}

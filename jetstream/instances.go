@@ -1,0 +1,99 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// SubjectInstances is the core NATS subject every running serve answers on
+// with a report of itself (`hookgate status` lists them). Core NATS, not
+// JetStream: a serve whose store stopped writing still answers, and says so.
+const SubjectInstances = "hookgate.instances"
+
+// AnswerInstances answers each request on SubjectInstances with report's
+// bytes, from its own goroutine, until stop is called or the connection
+// closes. report is called once per request and must be safe for
+// concurrent use with the rest of the process.
+func AnswerInstances(c *Conn, report func() []byte) (stop func(), err error) {
+	sub, err := c.NC.Subscribe(SubjectInstances, func(m *nats.Msg) {
+		if m.Reply == "" {
+			return
+		}
+		_ = m.Respond(report())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("subscribe %s: %w", SubjectInstances, err)
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+// AskOptions bound AskInstances.
+type AskOptions struct {
+	// Wait is the longest the answers are waited for.
+	Wait time.Duration
+	// Quiet ends the wait that long after the last answer (more instances
+	// answer within it on a healthy cluster).
+	Quiet time.Duration
+	// Max ends the wait at that many answers; 0: no limit. (The embedded
+	// server has one serve at most.)
+	Max int
+}
+
+// ErrNoAnswer is AskInstances finding nothing subscribed to
+// SubjectInstances (the server says so at once), or no answer in time.
+var ErrNoAnswer = errors.New("no hookgate serve answered")
+
+// AskInstances sends one request on SubjectInstances and returns the
+// answers that came (in arrival order). With none it returns ErrNoAnswer,
+// wrapped with why: no subscriber, or none in o.Wait (a serve too busy to
+// answer, or NATS permissions that deny the subject).
+func AskInstances(ctx context.Context, c *Conn, o AskOptions) ([][]byte, error) {
+	inbox := c.NC.NewInbox()
+	sub, err := c.NC.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s: %w", SubjectInstances, err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := c.NC.PublishRequest(SubjectInstances, inbox, nil); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", SubjectInstances, err)
+	}
+	deadline := time.Now().Add(o.Wait)
+	var answers [][]byte
+wait:
+	for o.Max == 0 || len(answers) < o.Max {
+		until := deadline
+		if q := time.Now().Add(o.Quiet); len(answers) > 0 && q.Before(until) {
+			until = q
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			break
+		}
+		m, err := nextWithin(ctx, sub, left)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			// The server's answer when nothing subscribes to the subject.
+			return nil, fmt.Errorf("%w: nothing subscribes to %s", ErrNoAnswer, SubjectInstances)
+		case err != nil && ctx.Err() != nil:
+			return answers, ctx.Err()
+		case err != nil:
+			break wait // the wait ran out
+		}
+		answers = append(answers, m.Data)
+	}
+	if len(answers) == 0 {
+		return nil, fmt.Errorf("%w within %s", ErrNoAnswer, o.Wait)
+	}
+	return answers, nil
+}
+
+// nextWithin is the subscription's next message within d.
+func nextWithin(ctx context.Context, sub *nats.Subscription, d time.Duration) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return sub.NextMsgWithContext(ctx)
+}
