@@ -68,8 +68,8 @@ type Embedded struct {
 
 // ErrStoreWrite is the embedded server's file store refusing writes after
 // a write failed (a full disk, an I/O error): nats-server keeps such an
-// error until the store is opened again, so nothing is stored until
-// hookgate is restarted.
+// error until the store is opened again, so nothing is stored until then
+// (serve starts again in place once data_dir has room, which opens it).
 var ErrStoreWrite = errors.New("the event store stopped writing after a write error")
 
 // WriteError returns ErrStoreWrite (wrapped, with the server's message)
@@ -79,7 +79,7 @@ func (e *Embedded) WriteError() error {
 		return nil
 	}
 	if m := e.writeErr.Load(); m != nil {
-		return fmt.Errorf("%w (nats-server: %s): free space under data_dir (or mend the disk), then restart hookgate", ErrStoreWrite, *m)
+		return fmt.Errorf("%w (nats-server: %s): free space under data_dir (or mend the disk): serve starts again by itself once there is room", ErrStoreWrite, *m)
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func (l *serverLog) Errorf(format string, v ...any) {
 	if strings.HasPrefix(format, "Filestore [") && strings.HasSuffix(format, "] Critical write error: %v") {
 		msg := fmt.Sprintf(format, v...)
 		if l.e.writeErr.CompareAndSwap(nil, &msg) && l.log != nil {
-			l.log.Error("event store stopped writing: webhooks and /readyz answer 503 until hookgate is restarted; free space under data_dir (or mend the disk), then restart", slog.String("nats_server", msg))
+			l.log.Error("event store stopped writing: webhooks and /readyz answer 503 until it is opened again; free space under data_dir (or mend the disk): serve starts again by itself once there is room", slog.String("nats_server", msg))
 		}
 	}
 	l.emit(slog.LevelError, format, v)

@@ -27,6 +27,21 @@ import (
 const headerRoom = 64 << 10
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	for {
+		err := serveOnce(ctx, args, getenv, stdout, stderr)
+		if !errors.Is(err, errStoreWritesAgain) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil // stopped (SIGTERM) while it was stopping to start again
+		}
+		// The embedded store stopped writing and data_dir has room again:
+		// start again in place, as a restart would (config read again).
+	}
+}
+
+// serveOnce is one run of serve, from reading the config to a stop.
+func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -125,6 +140,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer sys.Close()
+	if sys.embedded != nil {
+		// A store that stopped writing (a full disk) is opened again by
+		// starting serve again, once data_dir has room.
+		g.Go(func() error { return watchStoreRecovery(gctx, sys.embedded, cfg.NATS.Embedded.DataDir, logger) })
+	}
 
 	auditFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "hookgate_audit_write_failures_total",
@@ -282,6 +302,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return nil
 	})
 	err = g.Wait()
+	if errors.Is(err, errStoreWritesAgain) {
+		logger.Info("hookgate stopped, to start again")
+		return err
+	}
 	logger.Info("hookgate stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil

@@ -21,7 +21,7 @@ func newStreamCollector(conn *jetstream.Conn) *streamCollector {
 	return &streamCollector{
 		conn:     conn,
 		up:       prometheus.NewDesc("hookgate_jetstream_up", "1 when JetStream answered this scrape's stream reads, else 0.", nil, nil),
-		failed:   prometheus.NewDesc("hookgate_store_write_failed", "1 once the embedded server's file store stopped writing after a write error (a full disk): nothing is stored until hookgate is restarted.", nil, nil),
+		failed:   prometheus.NewDesc("hookgate_store_write_failed", "1 once the embedded server's file store stopped writing after a write error (a full disk): nothing is stored until serve starts again (by itself once data_dir has room).", nil, nil),
 		msgs:     prometheus.NewDesc("hookgate_stream_messages", "Messages a stream holds (DLQ: letters waiting for an operator).", label, nil),
 		bytes:    prometheus.NewDesc("hookgate_stream_bytes", "Bytes a stream holds.", label, nil),
 		maxBytes: prometheus.NewDesc("hookgate_stream_max_bytes", "A stream's retention max_bytes (absent without a limit); WEBHOOKS at it answers 503.", label, nil),

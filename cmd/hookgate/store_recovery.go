@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// errStoreWritesAgain ends one run of serve so that it starts again in
+// place: the embedded server's store stopped writing after a write error
+// (a full disk) and data_dir has room again. nats-server keeps such an
+// error until the store is opened again, and serve's own start (the
+// deliveries a stopped consumer left redelivered first, the key index read
+// back) is the tested way to open it.
+var errStoreWritesAgain = errors.New("the event store can write again")
+
+const (
+	// storeRecoveryCheck: how often a store that stopped writing looks for
+	// room again.
+	storeRecoveryCheck = 5 * time.Second
+	// roomFree and roomProbe: data_dir has room again when its file system
+	// has roomFree bytes free for this user and a file of roomProbe bytes
+	// can be written there (a block of the store grows by up to 8 MB; a
+	// quota or a file size limit shows only in a write).
+	roomFree  = 64 << 20
+	roomProbe = 4 << 20
+)
+
+// watchStoreRecovery returns errStoreWritesAgain once the embedded server's
+// store has stopped writing and dir can take writes again; nil when ctx
+// ends.
+func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, logger *slog.Logger) error {
+	t := time.NewTicker(storeRecoveryCheck)
+	defer t.Stop()
+	said := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if e.WriteError() == nil {
+			continue
+		}
+		if err := roomToWrite(dir); err != nil {
+			if why := err.Error(); why != said {
+				logger.Warn("event store stopped writing: serve starts again by itself once data_dir has room", slog.String("waiting_for_room", why))
+				said = why
+			}
+			continue
+		}
+		logger.Warn("data_dir has room again: serve stops and starts again in place, which opens the event store again")
+		return errStoreWritesAgain
+	}
+}
+
+// roomToWrite is nil when dir's file system has roomFree bytes free and a
+// file of roomProbe bytes can be written in dir (it is removed at once);
+// else it says what is short.
+func roomToWrite(dir string) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("statfs %s: %w", dir, err)
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < roomFree {
+		return fmt.Errorf("%d bytes free in %s, fewer than %d", free, dir, roomFree)
+	}
+	f, err := os.CreateTemp(dir, ".room-probe-*")
+	if err != nil {
+		return fmt.Errorf("probe file in %s: %w", dir, err)
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	_, err = f.Write(make([]byte, roomProbe))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %d bytes in %s: %w", roomProbe, dir, err)
+	}
+	return nil
+}
