@@ -27,8 +27,9 @@ import (
 const headerRoom = 64 << 10
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var pace restartPace
 	for {
-		err := serveOnce(ctx, args, getenv, stdout, stderr)
+		err := serveOnce(ctx, args, getenv, stdout, stderr, pace.notBefore())
 		if !errors.Is(err, errStoreWritesAgain) {
 			return err
 		}
@@ -37,11 +38,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		// The embedded store stopped writing and data_dir has room again:
 		// start again in place, as a restart would (config read again).
+		pace.started(time.Now())
 	}
 }
 
-// serveOnce is one run of serve, from reading the config to a stop.
-func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// serveOnce is one run of serve, from reading the config to a stop. It
+// starts again in place (errStoreWritesAgain) not before restartAfter.
+func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, restartAfter time.Time) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -143,7 +146,9 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	if sys.embedded != nil {
 		// A store that stopped writing (a full disk) is opened again by
 		// starting serve again, once data_dir has room.
-		g.Go(func() error { return watchStoreRecovery(gctx, sys.embedded, cfg.NATS.Embedded.DataDir, logger) })
+		g.Go(func() error {
+			return watchStoreRecovery(gctx, sys.embedded, cfg.NATS.Embedded.DataDir, restartAfter, logger)
+		})
 	}
 
 	auditFailures := prometheus.NewCounter(prometheus.CounterOpts{

@@ -33,9 +33,9 @@ const (
 )
 
 // watchStoreRecovery returns errStoreWritesAgain once the embedded server's
-// store has stopped writing and dir can take writes again; nil when ctx
-// ends.
-func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, logger *slog.Logger) error {
+// store has stopped writing and dir can take writes again, not before
+// notBefore (restartPace); nil when ctx ends.
+func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, notBefore time.Time, logger *slog.Logger) error {
 	t := time.NewTicker(storeRecoveryCheck)
 	defer t.Stop()
 	said := ""
@@ -48,7 +48,11 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 		if e.WriteError() == nil {
 			continue
 		}
-		if err := roomToWrite(dir); err != nil {
+		err := roomToWrite(dir)
+		if err == nil && time.Now().Before(notBefore) {
+			err = fmt.Errorf("room again, but the store failed again soon after serve last started again: next start at %s", notBefore.UTC().Format(time.RFC3339))
+		}
+		if err != nil {
 			if why := err.Error(); why != said {
 				logger.Warn("event store stopped writing: serve starts again by itself once data_dir has room", slog.String("waiting_for_room", why))
 				said = why
@@ -84,4 +88,37 @@ func roomToWrite(dir string) error {
 		return fmt.Errorf("writing %d bytes in %s: %w", roomProbe, dir, err)
 	}
 	return nil
+}
+
+// restartPace spaces serve's starts again: a store that fails again soon
+// after one (a failing disk whose writes the page cache took, a disk
+// filled again at once) would otherwise start serve again every few
+// seconds.
+type restartPace struct {
+	last time.Time // the last start again; zero: none yet
+	n    int       // starts again before it in a row, each within restartCalm of the one before
+}
+
+// restartCalm: a start again this long after the one before begins a new
+// row.
+const restartCalm = 10 * time.Minute
+
+// started records a start again at now.
+func (p *restartPace) started(now time.Time) {
+	if !p.last.IsZero() && now.Sub(p.last) < restartCalm {
+		p.n++
+	} else {
+		p.n = 0
+	}
+	p.last = now
+}
+
+// notBefore is the earliest time of the next start again: any time before
+// the first; then 5 s after the last, doubling with each one in a row, 5
+// minutes at most.
+func (p *restartPace) notBefore() time.Time {
+	if p.last.IsZero() {
+		return time.Time{}
+	}
+	return p.last.Add(min(5*time.Second<<min(p.n, 6), 5*time.Minute))
 }

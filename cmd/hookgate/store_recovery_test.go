@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // roomToWrite writes its probe and leaves nothing behind; a data_dir it
@@ -29,5 +31,29 @@ func TestRoomToWrite(t *testing.T) {
 		if err := roomToWrite(ro); err == nil || !strings.Contains(err.Error(), "probe file in "+ro) {
 			t.Fatalf("a read-only dir: %v, want the probe's failure", err)
 		}
+	}
+}
+
+// Starts again in a row wait 5 s, 10 s, 20 s ... 5 minutes after the last;
+// a calm spell starts a new row.
+func TestRestartPace(t *testing.T) {
+	var p restartPace
+	if !p.notBefore().IsZero() {
+		t.Fatalf("before any start again: %v, want no wait", p.notBefore())
+	}
+	at := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	var got []time.Duration
+	for range 9 {
+		p.started(at)
+		got = append(got, p.notBefore().Sub(at))
+		at = p.notBefore() // the store failed again at once
+	}
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Fatalf("waits %v, want %v", got, want)
+	}
+	p.started(at.Add(restartCalm))
+	if d := p.notBefore().Sub(at.Add(restartCalm)); d != 5*time.Second {
+		t.Fatalf("after a calm spell: %v, want 5s", d)
 	}
 }
