@@ -56,7 +56,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// Not newer than the mark (now: the mark may have moved while
 			// we waited for a lease): a replay, or an event of the same
 			// instant. Only APPLIED tells already-applied from stale.
-			if out, done := p.checkApplied(ctx, m, rule); done {
+			if out, done := p.checkApplied(ctx, m, rule, &mark); done {
 				return out
 			}
 		}

@@ -244,7 +244,7 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 		// applyLeased settles). applyLeased reads APPLIED only for the rest.
 		return p.applyLeased(ctx, m, rule)
 	}
-	if out, done := p.checkApplied(ctx, m, rule); done {
+	if out, done := p.checkApplied(ctx, m, rule, nil); done {
 		return out
 	}
 	// Nothing to order, but two deliveries of one key (a redelivery to a
@@ -256,9 +256,10 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 
 // checkApplied decides a delivery whose key is in APPLIED: already applied,
 // or (its holder stopped between remembering and committing) settled now.
-// done is false when the key is not there.
-func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
-	seen, err := p.seen(ctx, m.Event)
+// done is false when the key is not there. mark, when not nil, is the
+// subject's mark as just read (seenBy).
+func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule, mark *Mark) (Outcome, bool) {
+	seen, err := p.seenBy(ctx, m.Event, rule, mark)
 	if err != nil {
 		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false), true
 	}
