@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,8 +17,9 @@ const SubjectInstances = "hookgate.instances"
 
 // AnswerInstances answers each request on SubjectInstances with report's
 // bytes, from its own goroutine, until stop is called or the connection
-// closes. report is called once per request and must be safe for
-// concurrent use with the rest of the process.
+// closes. report is called once per request, one at a time, so it must
+// answer at once; it must be safe for concurrent use with the rest of the
+// process. A subscription the server's permissions deny is an error.
 func AnswerInstances(c *Conn, report func() []byte) (stop func(), err error) {
 	sub, err := c.NC.Subscribe(SubjectInstances, func(m *nats.Msg) {
 		if m.Reply == "" {
@@ -27,6 +29,14 @@ func AnswerInstances(c *Conn, report func() []byte) (stop func(), err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", SubjectInstances, err)
+	}
+	// The server refuses a subscription its permissions deny after
+	// Subscribe returned: its -ERR comes before the answer to a flush.
+	if c.NC.FlushTimeout(5*time.Second) == nil {
+		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), SubjectInstances) {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("subscribe %s: %w", SubjectInstances, le)
+		}
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
@@ -76,13 +78,16 @@ func startAudit(sys *system, logger *slog.Logger, buffer int, onFail func()) (*j
 	return audit, func() { cancel(); <-done }
 }
 
-// printable is s for a terminal: Go-quoted when it holds a control byte (a
-// value stored raw by an older version, or one stored quoted and read back
-// exact), which would otherwise break a line or a table, or move the
-// cursor.
+// printable is s for a terminal: Go-quoted when it holds a character a
+// terminal would act on or hide (a value stored raw by an older version,
+// one stored quoted and read back exact, an answer on hookgate.instances
+// from anything that subscribes there): a control character, C1 ones too
+// (U+009B starts an escape sequence on many terminals), a formatting one
+// (a right-to-left override), or bytes that are not UTF-8. They would
+// otherwise break a line or a table, move the cursor, or disguise text.
 func printable(s string) string {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
 			return strconv.Quote(s)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/jetstream"
@@ -46,11 +47,34 @@ type instanceDoc struct {
 }
 
 // instanceReporter builds serve's answer on jetstream.SubjectInstances.
+// The answer carries the last readiness check's result (run keeps it
+// fresh): answers are made one at a time, and a check waits for JetStream,
+// which may not answer for seconds (a stream without a leader); answering
+// after the check made status, which waits 2 s, miss a serve that is
+// running but not ready, the one it most needs to list (review I).
 type instanceReporter struct {
 	doc      instanceDoc // the fixed part
 	ready    func(context.Context) error
 	applying *atomic.Bool // nil without the consumer role
+	last     atomic.Pointer[readiness]
 }
+
+// readiness is one readiness check's result.
+type readiness struct {
+	err     error
+	started time.Time
+}
+
+const (
+	// readyEvery: how often run checks the readiness.
+	readyEvery = time.Second
+	// readyCheckWait bounds one check (/readyz's own bound).
+	readyCheckWait = 2 * time.Second
+	// readyStale: a result older than this means the check in progress
+	// has not returned (it is bounded, so only a check that ignores its
+	// deadline stays that long).
+	readyStale = readyEvery + readyCheckWait + 2*time.Second
+)
 
 func newInstanceReporter(cfg *config.Config, listeners []listener, started time.Time, ready func(context.Context) error, applying *atomic.Bool) *instanceReporter {
 	host, _ := os.Hostname()
@@ -73,15 +97,39 @@ func newInstanceReporter(cfg *config.Config, listeners []listener, started time.
 	return &instanceReporter{doc: d, ready: ready, applying: applying}
 }
 
-// report is the answer now: the fixed part with readiness and whether
-// the consumer applies. Safe for concurrent use.
+// run checks the readiness every readyEvery until ctx ends, the first
+// time at once.
+func (r *instanceReporter) run(ctx context.Context) {
+	for {
+		started := time.Now()
+		c, cancel := context.WithTimeout(ctx, readyCheckWait)
+		err := r.ready(c)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		r.last.Store(&readiness{err: err, started: started})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(readyEvery):
+		}
+	}
+}
+
+// report is the answer now, at once: the fixed part with the last
+// readiness check's result and whether the consumer applies. Safe for
+// concurrent use.
 func (r *instanceReporter) report() []byte {
 	d := r.doc
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := r.ready(ctx); err != nil {
-		d.Problem = err.Error()
-	} else {
+	switch l := r.last.Load(); {
+	case l == nil:
+		d.Problem = "starting: readiness not checked yet"
+	case time.Since(l.started) > readyStale:
+		d.Problem = fmt.Sprintf("readiness check unanswered for %s", time.Since(l.started).Round(time.Second))
+	case l.err != nil:
+		d.Problem = l.err.Error()
+	default:
 		d.Ready = true
 	}
 	d.Applying = r.applying != nil && r.applying.Load()
@@ -92,16 +140,18 @@ func (r *instanceReporter) report() []byte {
 	return b
 }
 
-// answerInstances makes serve answer `hookgate status`'s question. A
-// serve that cannot subscribe still runs (it logs why: status then lists
-// no instance).
-func answerInstances(sys *system, r *instanceReporter, logger *slog.Logger) (stop func()) {
+// answerInstances makes serve answer `hookgate status`'s question until
+// ctx ends, keeping r's readiness fresh meanwhile. A serve that cannot
+// subscribe (NATS permissions) still runs: it logs why, and status lists
+// no instance for it.
+func answerInstances(ctx context.Context, sys *system, r *instanceReporter, logger *slog.Logger) {
 	stop, err := jetstream.AnswerInstances(sys.conn, r.report)
 	if err != nil {
 		logger.Warn("hookgate status will not list this instance", slog.String("error", err.Error()))
-		return func() {}
+		return
 	}
-	return stop
+	defer stop()
+	r.run(ctx)
 }
 
 // instancesView is what status shows of the running serves: the answers,
@@ -111,17 +161,16 @@ type instancesView struct {
 	None string // why none is listed; "" when some answered
 }
 
-// askInstances asks the running serves about themselves. The embedded
-// server has one at most (data_dir's lock); on a cluster the answers are
-// gathered until 300 ms pass without one (2 s at most).
+// askInstances asks the running serves about themselves, gathering the
+// answers until 300 ms pass without one (2 s at most). Through the
+// embedded server's listen there may be more than one too: serves with
+// nats.url pointed at it (a consumer-only one, a gateway beside a
+// consumer-only embedded hookgate; review I).
 func askInstances(ctx context.Context, sys *system, via string) instancesView {
 	if via == viaDataDir {
 		return instancesView{None: "no serve runs (status opened data_dir itself)"}
 	}
 	o := jetstream.AskOptions{Wait: 2 * time.Second, Quiet: 300 * time.Millisecond}
-	if via == viaListen {
-		o.Max = 1
-	}
 	answers, err := jetstream.AskInstances(ctx, sys.conn, o)
 	if err != nil {
 		why := err.Error()
@@ -144,9 +193,13 @@ func askInstances(ctx context.Context, sys *system, via string) instancesView {
 	return v
 }
 
+// truncate is s cut to at most n bytes, on a character boundary.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "..."
 }

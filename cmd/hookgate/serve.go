@@ -28,8 +28,9 @@ const headerRoom = 64 << 10
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var pace restartPace
+	started := time.Now() // the process's start: status shows it, also after a start again
 	for {
-		err := serveOnce(ctx, args, getenv, stdout, stderr, pace.notBefore())
+		err := serveOnce(ctx, args, getenv, stdout, stderr, started, pace.notBefore())
 		if !errors.Is(err, errStoreWritesAgain) {
 			return err
 		}
@@ -44,7 +45,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // serveOnce is one run of serve, from reading the config to a stop. It
 // starts again in place (errStoreWritesAgain) not before restartAfter.
-func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, restartAfter time.Time) error {
+func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, started, restartAfter time.Time) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -55,7 +56,6 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	started := time.Now()
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel(), ReplaceAttr: readableDuration}))
 	// What `config check` warns about, serve says at start too: an
 	// operator who never ran it still sees why (a short dedup.window's
@@ -216,7 +216,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	// `hookgate status` lists the running serves and what their /readyz
 	// says: a store that stopped writing is seen only here, in memory.
-	defer answerInstances(sys, newInstanceReporter(cfg, listeners, started, ready, applying), logger)()
+	reporter := newInstanceReporter(cfg, listeners, started, ready, applying)
+	g.Go(func() error { answerInstances(gctx, sys, reporter, logger); return nil })
 	var gw *gateway.Handler
 	for _, l := range listeners {
 		if !l.webhooks {

@@ -43,13 +43,19 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer sys.Close()
+	// The running serves first: they answer on core NATS, so they are
+	// listed (with what their /readyz says) also when JetStream does not
+	// answer, where they explain the most (review I).
+	via := viaOf(cfg, sys)
+	inst := askInstances(ctx, sys, via)
 	st, err := jetstream.ReadStatus(ctx, sys.conn, jetstream.StatusOptions{Horizon: cfg.Dedup.Horizon})
 	if err != nil {
+		if !*asJSON {
+			writeInstances(stdout, inst)
+		}
 		return fmt.Errorf("status: %w", err)
 	}
-	via := viaOf(cfg, sys)
 	snap := keyIndexSnapshot(cfg)
-	inst := askInstances(ctx, sys, via)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
