@@ -23,6 +23,7 @@ import (
 // restart by hand): ready, taking webhooks, and every event answered 200
 // is stored exactly once.
 func TestStoreWriteErrorIsReportedAndNothingAcceptedIsLost(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"bash", "prlimit"} { // ulimit; lifting the limit
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not found", tool)

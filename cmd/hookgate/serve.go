@@ -28,9 +28,11 @@ const headerRoom = 64 << 10
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var pace restartPace
+	var carry carried
+	defer carry.close()
 	started := time.Now() // the process's start: status shows it, also after a start again
 	for {
-		err := serveOnce(ctx, args, getenv, stdout, stderr, started, pace.notBefore())
+		err := serveOnce(ctx, args, getenv, stdout, stderr, started, pace.notBefore(), &carry)
 		if !errors.Is(err, errStoreWritesAgain) {
 			return err
 		}
@@ -44,8 +46,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // serveOnce is one run of serve, from reading the config to a stop. It
-// starts again in place (errStoreWritesAgain) not before restartAfter.
-func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, started, restartAfter time.Time) error {
+// starts again in place (errStoreWritesAgain) not before restartAfter,
+// leaving data_dir's lock and its listening sockets in carry for the next
+// run, and takes them from there when the previous run left them.
+func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, started, restartAfter time.Time, carry *carried) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -76,13 +80,37 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	// data_dir's lock comes first, so a second serve on it still names
 	// the holder instead of a busy port.
 	var lock *os.File
+	// startingAgain: this run stops to start again in place (the store
+	// stopped writing and data_dir has room again): the lock and the
+	// sockets go on to the next run.
+	var startingAgain atomic.Bool
 	if cfg.NATS.URL == "" {
+		lock = carry.takeLock(cfg.NATS.Embedded.DataDir)
+	}
+	if cfg.NATS.URL == "" && lock == nil {
 		if lock, err = jetstream.LockDataDir(cfg.NATS.Embedded.DataDir); err != nil {
 			if errors.Is(err, jetstream.ErrDataDirLocked) {
 				err = fmt.Errorf("%w (another hookgate): stop it first, or give this serve its own nats.embedded.data_dir", err)
 			}
 			return err
 		}
+	}
+	if lock != nil {
+		// The store's close lets go of lock; a second descriptor of it
+		// holds the lock on for the next run when this one starts again.
+		held, err := dupFile(lock)
+		if err != nil {
+			_ = lock.Close()
+			return err
+		}
+		dir := cfg.NATS.Embedded.DataDir
+		defer func() {
+			if startingAgain.Load() {
+				carry.lock, carry.lockDir = held, dir
+				return
+			}
+			_ = held.Close()
+		}()
 	}
 	// /metrics answers from the start: a scrape during a long recovery
 	// sees hookgate_starting 1 and the process's series, not a failure.
@@ -93,7 +121,7 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	})
 	starting.Set(1)
 	reg.MustRegister(starting, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	listeners, err := openListeners(cfg, tlsCfg, logger, reg)
+	listeners, err := openListeners(cfg, tlsCfg, logger, reg, carry)
 	if err != nil {
 		if lock != nil {
 			_ = lock.Close()
@@ -147,7 +175,16 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		// A store that stopped writing (a full disk) is opened again by
 		// starting serve again, once data_dir has room.
 		g.Go(func() error {
-			return watchStoreRecovery(gctx, sys.embedded, cfg.NATS.Embedded.DataDir, restartAfter, logger)
+			err := watchStoreRecovery(gctx, sys.embedded, cfg.NATS.Embedded.DataDir, restartAfter, logger)
+			if errors.Is(err, errStoreWritesAgain) {
+				// Before the stop (which runs once this returns): the
+				// lock and the sockets stay open for the next run.
+				startingAgain.Store(true)
+				for _, l := range listeners {
+					l.ln.keep.Store(true)
+				}
+			}
+			return err
 		})
 	}
 
@@ -309,6 +346,12 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	})
 	err = g.Wait()
 	if errors.Is(err, errStoreWritesAgain) {
+		if carry.sockets == nil {
+			carry.sockets = map[string]*net.TCPListener{}
+		}
+		for _, l := range listeners {
+			carry.sockets[l.ln.addr] = l.ln.TCPListener
+		}
 		logger.Info("hookgate stopped, to start again")
 		return err
 	}
@@ -346,7 +389,7 @@ func loadTLS(cfg *config.Config) (*tls.Config, error) {
 // routes alone.
 type listener struct {
 	srv      *http.Server
-	ln       net.Listener
+	ln       *keptListener
 	h        *handoff
 	webhooks bool
 	line     string // printed once webhooks are taken
@@ -355,12 +398,12 @@ type listener struct {
 // openListeners listens on http.listen and http.admin_listen as the
 // roles need, each serving gateway.NewStartingHandler until handed the
 // real handler.
-func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, metrics prometheus.Gatherer) ([]listener, error) {
+func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, metrics prometheus.Gatherer, carry *carried) ([]listener, error) {
 	var out []listener
 	add := func(addr string, webhooks bool, format string) error {
 		h := &handoff{}
 		h.set(gateway.NewStartingHandler(cfg, webhooks, metrics))
-		srv, ln, err := listen(cfg, tlsCfg, addr, h, logger)
+		srv, ln, err := listen(cfg, tlsCfg, addr, h, logger, carry)
 		if err != nil {
 			for _, l := range out {
 				_ = l.ln.Close()
@@ -418,11 +461,24 @@ var errDraining = errors.New("stopping: draining connections for http.shutdown_d
 
 func (o *handoff) set(h http.Handler) { o.h.Store(&h) }
 
-func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+// A socket carry holds for addr (left by the run before, which started
+// again) is used instead of a new one.
+func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler, logger *slog.Logger, carry *carried) (*http.Server, *keptListener, error) {
+	tcp := carry.takeSocket(addr)
+	if tcp != nil {
+		if err := tcp.SetDeadline(time.Time{}); err != nil {
+			_ = tcp.Close()
+			tcp = nil
+		}
 	}
+	if tcp == nil {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+		}
+		tcp = l.(*net.TCPListener)
+	}
+	ln := &keptListener{TCPListener: tcp, addr: addr}
 	t := cfg.HTTP.Timeouts
 	srv := &http.Server{
 		Handler:           h,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,15 +66,22 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 	}
 }
 
-// roomToWrite is nil when dir's file system has roomFree bytes free and a
-// file of roomProbe bytes can be written in dir (it is removed at once);
-// else it says what is short.
+// roomToWrite is nil when dir's file system has roomFree bytes free for
+// this user and a file of roomProbe bytes can be written in dir (it is
+// removed at once); else it says what is short.
 func roomToWrite(dir string) error {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
 		return fmt.Errorf("statfs %s: %w", dir, err)
 	}
-	if free := st.Bavail * uint64(st.Bsize); free < roomFree {
+	free := st.Bavail * uint64(st.Bsize)
+	if os.Geteuid() == 0 {
+		// root writes into the blocks the file system keeps back from
+		// others (5% on ext4), so its store fills only when none is left:
+		// counting them is what root can write (review R).
+		free = st.Bfree * uint64(st.Bsize)
+	}
+	if free < roomFree {
 		return fmt.Errorf("%d bytes free in %s, fewer than %d", free, dir, roomFree)
 	}
 	f, err := os.CreateTemp(dir, ".room-probe-*")
@@ -121,4 +130,102 @@ func (p *restartPace) notBefore() time.Time {
 		return time.Time{}
 	}
 	return p.last.Add(min(5*time.Second<<min(p.n, 6), 5*time.Minute))
+}
+
+// carried is what a run of serve hands the next one when it starts again
+// in place: data_dir's lock and the HTTP listening sockets, held across
+// the gap between the runs. Let go, another process could take them (an
+// operator's CLI that opens data_dir itself when nothing answers: the
+// second start then failed, and serve exited), and connections were
+// refused meanwhile, /healthz too (review R). Held, connections wait in
+// the kernel's queue and are answered by the next run.
+type carried struct {
+	lock    *os.File // a duplicate of data_dir's lock, nil when none
+	lockDir string
+	sockets map[string]*net.TCPListener // by the configured address
+}
+
+// takeLock returns the carried lock when it is dir's, else nil (closing a
+// carried lock of another dir: the config changed).
+func (c *carried) takeLock(dir string) *os.File {
+	l := c.lock
+	c.lock = nil
+	if l != nil && c.lockDir != dir {
+		_ = l.Close()
+		return nil
+	}
+	return l
+}
+
+// takeSocket returns the carried socket for addr, nil when none.
+func (c *carried) takeSocket(addr string) *net.TCPListener {
+	s := c.sockets[addr]
+	delete(c.sockets, addr)
+	return s
+}
+
+// close lets go of whatever is still carried.
+func (c *carried) close() {
+	if c.lock != nil {
+		_ = c.lock.Close()
+		c.lock = nil
+	}
+	for a, s := range c.sockets {
+		_ = s.Close()
+		delete(c.sockets, a)
+	}
+}
+
+// dupFile returns a second descriptor of f's open file (close-on-exec).
+// An flock lock belongs to the open file, so it holds while either is open.
+func dupFile(f *os.File) (*os.File, error) {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := raw.Control(func(old uintptr) {
+		r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, old, syscall.F_DUPFD_CLOEXEC, 0)
+		fd, derr = int(r), nil
+		if errno != 0 {
+			derr = errno
+		}
+	}); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, fmt.Errorf("dup %s: %w", f.Name(), derr)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// keptListener is an HTTP listener whose socket can outlive its server:
+// once kept, closing it (as http.Server.Shutdown does) stops Accept but
+// leaves the socket open for the next run.
+type keptListener struct {
+	*net.TCPListener
+	addr   string // as configured
+	keep   atomic.Bool
+	closed atomic.Bool
+}
+
+func (l *keptListener) Accept() (net.Conn, error) {
+	c, err := l.TCPListener.Accept()
+	if err != nil && l.closed.Load() {
+		return nil, net.ErrClosed
+	}
+	return c, err
+}
+
+// Close closes the socket, or, when kept, makes Accept return (a deadline
+// in the past) and leaves it open.
+func (l *keptListener) Close() error {
+	if !l.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	if l.keep.Load() {
+		return l.SetDeadline(time.Unix(1, 0))
+	}
+	return l.TCPListener.Close()
 }
