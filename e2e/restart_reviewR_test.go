@@ -187,21 +187,28 @@ func TestReviewRStartAgainKeepsDataDirLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	got := make(chan time.Time, 1)
+	got := make(chan struct{}, 1)
 	go func() {
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err == nil {
-			got <- time.Now()
+			got <- struct{}{}
 			// Held about as long as a CLI's look at data_dir takes.
 			time.Sleep(2 * time.Second)
 			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		}
 	}()
 	reviewRFsize(t, hg, "unlimited")
+	reviewRExpectStartAgain(t, hg, addr, got, "data_dir's lock")
+}
+
+// reviewRExpectStartAgain waits for serve to start again in place while
+// another process tries to take what (taken fires when it did): serve must
+// not let it go between its two runs, and must not exit.
+func reviewRExpectStartAgain(t *testing.T, hg *instance, addr <-chan string, taken <-chan struct{}, what string) {
+	t.Helper()
 	select {
-	case at := <-got:
-		t.Logf("serve let data_dir's lock go while starting again in place (%s)", at.Format(time.RFC3339Nano))
-	case a := <-addr:
-		hg.baseURL = a
+	case <-taken:
+		t.Logf("another process took %s while serve started again in place", what)
+	case hg.baseURL = <-addr:
 		return // kept: fine
 	case <-hg.done:
 	case <-time.After(60 * time.Second):
@@ -210,11 +217,26 @@ func TestReviewRStartAgainKeepsDataDirLock(t *testing.T) {
 	select {
 	case hg.baseURL = <-addr:
 	case <-hg.done:
-		t.Fatalf("serve exited (code %d) instead of starting again: another process took data_dir's lock, which serve let go between its two runs:\n%s",
-			hg.cmd.ProcessState.ExitCode(), tailString(hg.stderr.String(), 4))
+		t.Fatalf("serve exited (code %d) instead of starting again: another process took %s, which serve let go between its two runs:\n%s",
+			hg.cmd.ProcessState.ExitCode(), what, tailString(hg.stderr.String(), 4))
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no start again within 60s:\n%s", tailString(hg.stderr.String(), 20))
 	}
+}
+
+// reviewRFixedPort gives e's serve a fixed http.listen port and returns it.
+func reviewRFixedPort(t *testing.T, e *env) int {
+	t.Helper()
+	port := freePort(t)
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), `listen: "127.0.0.1:0"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, port), 1)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
 
 // The same for http.listen: serve closes its listeners at the stop and
@@ -226,15 +248,7 @@ func TestReviewRStartAgainKeepsDataDirLock(t *testing.T) {
 func TestReviewRStartAgainKeepsHTTPPort(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	port := freePort(t)
-	b, err := os.ReadFile(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(b), `listen: "127.0.0.1:0"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, port), 1)
-	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	port := reviewRFixedPort(t, e)
 	hg, addr := reviewRServe(t, e.cfgPath, 1024)
 	hg.baseURL = reviewRAddr(t, hg, addr, "at first")
 	reviewRFillUntil503(t, hg.baseURL, "p0", map[string]bool{})
@@ -262,23 +276,7 @@ func TestReviewRStartAgainKeepsHTTPPort(t *testing.T) {
 		}
 	}()
 	reviewRFsize(t, hg, "unlimited")
-	select {
-	case <-took:
-		t.Logf("another process bound 127.0.0.1:%d while serve started again in place", port)
-	case hg.baseURL = <-addr:
-		return
-	case <-hg.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no start again within 60s:\n%s", tailString(hg.stderr.String(), 20))
-	}
-	select {
-	case hg.baseURL = <-addr:
-	case <-hg.done:
-		t.Fatalf("serve exited (code %d) instead of starting again: its http.listen port, let go between the two runs, was taken:\n%s",
-			hg.cmd.ProcessState.ExitCode(), tailString(hg.stderr.String(), 3))
-	case <-time.After(60 * time.Second):
-		t.Fatalf("no start again within 60s:\n%s", tailString(hg.stderr.String(), 20))
-	}
+	reviewRExpectStartAgain(t, hg, addr, took, fmt.Sprintf("its http.listen port 127.0.0.1:%d", port))
 }
 
 // CONTRACT: "GET /healthz 200 while the process runs". serve listens
@@ -290,15 +288,7 @@ func TestReviewRStartAgainKeepsHTTPPort(t *testing.T) {
 func TestReviewRHealthzAnswersThroughStartAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
-	port := freePort(t)
-	b, err := os.ReadFile(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(b), `listen: "127.0.0.1:0"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, port), 1)
-	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	port := reviewRFixedPort(t, e)
 	hg, addr := reviewRServe(t, e.cfgPath, 1024)
 	hg.baseURL = reviewRAddr(t, hg, addr, "at first")
 	acked := map[string]bool{}
