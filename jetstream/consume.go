@@ -161,7 +161,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 			MaxAckPending: o.MaxAckPending,
 			DeliverPolicy: js.DeliverAllPolicy,
 		})
-		return classify("create consumer", err)
+		return classify("create consumer "+DurableApply+" on "+StreamWebhooks, err)
 	})
 	if err != nil {
 		return nil, err

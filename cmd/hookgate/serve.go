@@ -162,6 +162,10 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 			for _, l := range listeners {
 				_ = l.srv.Close()
 			}
+			// The goroutines that run until the run ends (the full-disk
+			// watcher, the status answerer) end with it: without this the
+			// wait hung on a failure after the store opened.
+			endRun()
 			_ = g.Wait()
 		}
 	}()
