@@ -217,9 +217,16 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			base = pub.fold(base)
 		}
 		next := advance(base, ev, rule.Watermark)
-		if lost && pub != nil && pub.seq > next.Grants[pub.subject] {
+		if have, ok := pubBase(next, pub); lost && ok && have >= pub.after && pub.seq > have {
 			// Our message's sequence (another holder's later one would be
-			// higher).
+			// higher), on a mark whose sequence covers what our publish
+			// followed. A mark without it, or with less (deleted by an
+			// operator, restored), has lost track of what came before our
+			// message there: its sequence then would tell a later lookup
+			// that everything before ours was committed and known to the
+			// mark, so an earlier event of the mark's instant would be read
+			// as not applied and published again (review S). Without it,
+			// the next publish there reads a horizon back, and lookups walk.
 			next = withGrant(next, pub.subject, pub.seq)
 		}
 		if l := mark.Lease; lost && l != nil && l.Owner != p.opts.Owner && p.opts.Now().Before(l.Until) {

@@ -125,9 +125,11 @@ type grantPublish struct {
 	p    *Processor
 	sg   *sequencedGrants
 	mark *Mark
-	// subject and seq are the published message's, for the commit.
+	// subject and seq are the published message's, for the commit; after
+	// is the sequence its publish was conditional on (0: none).
 	subject string
 	seq     uint64
+	after   uint64
 	// found are the subject's events read from GRANTS (other than this
 	// one), all taken into the mark: a commit on top of a mark read again
 	// takes them in again (see Processor.applyLeased).
@@ -191,7 +193,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 	for range maxGrantRounds {
 		seq, err := g.sg.store.PublishGrantAfter(ctx, subj, ev.Key, last, ev.Header, ev.Body)
 		if err == nil {
-			g.seq = seq
+			g.seq, g.after = seq, last
 			*g.mark = withGrant(*g.mark, subj, seq)
 			return nil
 		}
@@ -265,6 +267,16 @@ func grantEvent(m GrantMsg) (Event, bool) {
 	}
 	ev.OccurredAt = t
 	return ev, true
+}
+
+// pubBase is m's sequence for the GRANTS subject pub published to; ok is
+// false without pub or without one.
+func pubBase(m Mark, pub *grantPublish) (seq uint64, ok bool) {
+	if pub == nil {
+		return 0, false
+	}
+	seq, ok = m.Grants[pub.subject]
+	return seq, ok
 }
 
 // withGrant returns m with subject's last GRANTS sequence set to seq. The
