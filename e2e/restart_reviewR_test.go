@@ -182,20 +182,21 @@ func TestReviewRStartAgainKeepsDataDirLock(t *testing.T) {
 
 	// Another process waiting for data_dir (as `hookgate status` tries
 	// it): the kernel hands it the lock the moment serve lets it go.
+	// The goroutine owns its file: serve holding the lock for good, it
+	// waits until serve is killed at the test's end, and closes it then.
 	f, err := os.OpenFile(filepath.Join(e.dir, "data", "hookgate.lock"), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	got := make(chan struct{}, 1)
-	go func() {
+	go func(f *os.File) {
+		defer f.Close()
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err == nil {
 			got <- struct{}{}
 			// Held about as long as a CLI's look at data_dir takes.
 			time.Sleep(2 * time.Second)
-			_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		}
-	}()
+	}(f)
 	reviewRFsize(t, hg, "unlimited")
 	reviewRExpectStartAgain(t, hg, addr, got, "data_dir's lock")
 }
