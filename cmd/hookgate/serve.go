@@ -122,6 +122,7 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	starting.Set(1)
 	reg.MustRegister(starting, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	listeners, err := openListeners(cfg, tlsCfg, logger, reg, carry)
+	carry.closeSockets()
 	if err != nil {
 		if lock != nil {
 			_ = lock.Close()

@@ -170,6 +170,13 @@ func (c *carried) close() {
 		_ = c.lock.Close()
 		c.lock = nil
 	}
+	c.closeSockets()
+}
+
+// closeSockets closes the carried sockets no listener took (the config
+// read again names other addresses): left open, connections to them would
+// wait in a queue nobody serves.
+func (c *carried) closeSockets() {
 	for a, s := range c.sockets {
 		_ = s.Close()
 		delete(c.sockets, a)

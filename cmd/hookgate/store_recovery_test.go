@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,4 +57,36 @@ func TestRestartPace(t *testing.T) {
 	if d := p.notBefore().Sub(at.Add(restartCalm)); d != 5*time.Second {
 		t.Fatalf("after a calm spell: %v, want 5s", d)
 	}
+}
+
+// What a start again carries: a socket the next run's config still names
+// is handed over open; one it no longer names is closed (dials refused),
+// not left to queue connections nobody serves.
+func TestCarriedSockets(t *testing.T) {
+	listen := func() *net.TCPListener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.(*net.TCPListener)
+	}
+	kept, dropped := listen(), listen()
+	c := carried{sockets: map[string]*net.TCPListener{"a": kept, "b": dropped}}
+	if got := c.takeSocket("a"); got != kept {
+		t.Fatalf("takeSocket(a) = %v, want the carried socket", got)
+	}
+	if c.takeSocket("a") != nil || c.takeSocket("x") != nil {
+		t.Fatal("a socket handed over twice, or one never carried")
+	}
+	c.closeSockets()
+	if conn, err := net.DialTimeout("tcp", dropped.Addr().String(), time.Second); err == nil {
+		conn.Close()
+		t.Fatal("a carried socket no run took still accepts connections")
+	}
+	conn, err := net.DialTimeout("tcp", kept.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatalf("the socket handed over was closed: %v", err)
+	}
+	conn.Close()
+	kept.Close()
 }
