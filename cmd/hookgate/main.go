@@ -67,7 +67,7 @@ Usage:
                                           dead letters: inspect and re-feed
   hookgate trace KEY --config FILE [--json]
                                           everything known about one event
-  hookgate status --config FILE [--json]  streams, consumer lag, DLQ depth, dedup store size
+  hookgate status --config FILE [--json]  running serves, streams, consumer lag, DLQ depth, dedup store size
   hookgate version
 
 HOOKGATE_CONFIG may stand in for --config.
