@@ -86,6 +86,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	var startingAgain atomic.Bool
 	if cfg.NATS.URL == "" {
 		lock = carry.takeLock(cfg.NATS.Embedded.DataDir)
+	} else {
+		carry.takeLock("") // now external: a carried lock is let go
 	}
 	if cfg.NATS.URL == "" && lock == nil {
 		if lock, err = jetstream.LockDataDir(cfg.NATS.Embedded.DataDir); err != nil {
@@ -121,8 +123,12 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	})
 	starting.Set(1)
 	reg.MustRegister(starting, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Carried sockets this config does not name as they were named are
+	// closed first: the same port written another way ("localhost:P" for
+	// "127.0.0.1:P") is then bound again as at a restart, instead of
+	// colliding with serve's own open socket (review L).
+	carry.keepSockets(listenAddrs(cfg))
 	listeners, err := openListeners(cfg, tlsCfg, logger, reg, carry)
-	carry.closeSockets()
 	if err != nil {
 		if lock != nil {
 			_ = lock.Close()
@@ -168,6 +174,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 			// wait hung on a failure after the store opened.
 			endRun()
 			_ = g.Wait()
+			closeListenerSockets(listeners) // a run that fails carries nothing
+
 		}
 	}()
 
@@ -337,10 +345,22 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		<-gctx.Done()
 		// Stop accepting, let in-flight requests finish (their publishes
 		// complete), then the deferred closes stop audit and NATS.
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// Starting again in place, the next run's listeners answer only
+		// once this stop is over, and every webhook in flight is answered
+		// 503 anyway (the store stopped writing): a second, not the 30 s a
+		// slow sender could hold /healthz for (review L).
+		wait := 30 * time.Second
+		if startingAgain.Load() {
+			wait = time.Second
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		for _, s := range servers {
 			if err := s.Shutdown(sctx); err != nil {
+				if startingAgain.Load() {
+					_ = s.Close() // cut what is still in flight
+					continue
+				}
 				logger.Error("http shutdown", slog.String("error", err.Error()))
 			}
 		}
@@ -360,6 +380,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		logger.Info("hookgate stopped, to start again")
 		return err
 	}
+	// Marked to be kept, but another error ended the run: not carried.
+	closeListenerSockets(listeners)
 	logger.Info("hookgate stopped")
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
@@ -426,21 +448,33 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, 
 		logger.Info("http listening while starting: "+what, slog.String("addr", ln.Addr().String()))
 		return nil
 	}
-	if cfg.Roles.Gateway {
-		if err := add(cfg.HTTP.Listen, true, "hookgate: listening on %s://%s"); err != nil {
+	webhooks, admin := listenAddrs(cfg)
+	if webhooks != "" {
+		if err := add(webhooks, true, "hookgate: listening on %s://%s"); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
-		addr := cfg.HTTP.AdminListen
-		if addr == "" {
-			addr = cfg.HTTP.Listen
-		}
-		if err := add(addr, false, "hookgate: admin on %s://%s"); err != nil {
+	if admin != "" {
+		if err := add(admin, false, "hookgate: admin on %s://%s"); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// listenAddrs are the addresses serve listens on, as configured: webhooks
+// (with the gateway role) and the admin listener's ("": none).
+func listenAddrs(cfg *config.Config) (webhooks, admin string) {
+	if cfg.Roles.Gateway {
+		webhooks = cfg.HTTP.Listen
+	}
+	if cfg.HTTP.AdminListen != "" || !cfg.Roles.Gateway {
+		admin = cfg.HTTP.AdminListen
+		if admin == "" {
+			admin = cfg.HTTP.Listen
+		}
+	}
+	return webhooks, admin
 }
 
 // handoff serves a listener's starting handler until set gives it the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -173,13 +174,26 @@ func (c *carried) close() {
 	c.closeSockets()
 }
 
-// closeSockets closes the carried sockets no listener took (the config
-// read again names other addresses): left open, connections to them would
-// wait in a queue nobody serves.
-func (c *carried) closeSockets() {
+// closeSockets closes the carried sockets.
+func (c *carried) closeSockets() { c.keepSockets() }
+
+// keepSockets closes the carried sockets but those of addrs (as
+// configured; "" is none): the config read again names other addresses,
+// and left open, connections to them would wait in a queue nobody serves.
+func (c *carried) keepSockets(addrs ...string) {
 	for a, s := range c.sockets {
+		if a != "" && slices.Contains(addrs, a) {
+			continue
+		}
 		_ = s.Close()
 		delete(c.sockets, a)
+	}
+}
+
+// closeListenerSockets closes listeners' sockets, kept or not.
+func closeListenerSockets(listeners []listener) {
+	for _, l := range listeners {
+		_ = l.ln.TCPListener.Close()
 	}
 }
 
