@@ -212,7 +212,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 		if h := g.p.opts.Horizon; !known && h > 0 {
 			since = g.p.opts.Now().Add(-h - grantsClockSlack)
 		}
-		ours := uint64(0)
+		ours, from := uint64(0), last
 		err = g.sg.store.ScanGrants(ctx, subj, last, since, top, func(m GrantMsg) {
 			if m.Key == ev.Key {
 				ours = m.Seq
@@ -239,7 +239,8 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 		*g.mark = withGrant(*g.mark, subj, top)
 		last, known = top, true
 		if ours != 0 {
-			g.seq = ours
+			// Everything between from and ours was read and taken in.
+			g.seq, g.after = ours, from
 			return nil
 		}
 		if ev.OccurredAt.Before(g.mark.At) {
