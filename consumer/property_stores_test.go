@@ -5,6 +5,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -49,6 +50,74 @@ func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _
 	}
 	w.published[key] = w.clock
 	return uint64(w.clock), nil
+}
+
+// grantsSequenced is GRANTS as jetstream.Effects is to a rule that
+// publishes the sequenced way (consumer/sequenced.go): messages kept per
+// subject, a publish stored only when the subject's last message is the
+// one expected, and no duplicate window at all (the real one is 100 ms):
+// a key stored twice is a violation, crash or no crash.
+type grantsSequenced struct{ grantsRecorder }
+
+func (g grantsSequenced) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, _ []byte) (uint64, error) {
+	w := g.w
+	s := w.specs[key]
+	mk := s.exclusive()
+	w.enter(mk, key)
+	defer w.leave(mk)
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	msgs := w.grantMsgs[subject]
+	if top := lastSeq(msgs); top != last {
+		return 0, fmt.Errorf("expected last %d, is %d: %w", last, top, consumer.ErrGrantMoved)
+	}
+	if _, ok := w.published[key]; ok {
+		w.violatef("%s stored in GRANTS a second time (on %s)", key, subject)
+	}
+	if s.provider == provWatermark {
+		for k := range w.published {
+			if o := w.specs[k]; o.markKey() == mk && o.at.After(s.at) && !w.inDoubtNewer(o) {
+				w.violatef("%s (%s) published after %s (%s) of the same subject: not in watermark order", key, fmtAt(s), k, fmtAt(o))
+			}
+		}
+	}
+	w.clock++
+	w.calls[key]++
+	w.published[key] = w.clock
+	w.grantMsgs[subject] = append(msgs, consumer.GrantMsg{Seq: uint64(w.clock), Key: key, Header: h.Clone()})
+	return uint64(w.clock), nil
+}
+
+func lastSeq(msgs []consumer.GrantMsg) uint64 {
+	if len(msgs) == 0 {
+		return 0
+	}
+	return msgs[len(msgs)-1].Seq
+}
+
+func (g grantsSequenced) LastGrant(ctx context.Context, subject string) (uint64, error) {
+	g.w.pause(ctx)
+	g.w.mu.Lock()
+	defer g.w.mu.Unlock()
+	return lastSeq(g.w.grantMsgs[subject]), nil
+}
+
+func (g grantsSequenced) ScanGrants(ctx context.Context, subject string, after uint64, _ time.Time, upTo uint64, fn func(consumer.GrantMsg)) error {
+	g.w.pause(ctx)
+	g.w.mu.Lock()
+	msgs := slices.Clone(g.w.grantMsgs[subject])
+	g.w.mu.Unlock()
+	for _, m := range msgs {
+		if m.Seq > after && m.Seq <= upTo {
+			fn(m)
+		}
+	}
+	return nil
+}
+
+func (g grantsSequenced) HasGrant(ctx context.Context, subject, key string, _ time.Time) (bool, error) {
+	return grantsIndexed(g).HasGrant(ctx, subject, key, time.Time{})
 }
 
 // grantsIndexed is grantsRecorder that also says which keys GRANTS holds,

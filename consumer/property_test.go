@@ -37,14 +37,18 @@ import (
 // rule uses APPLIED in both.
 func TestProcessorProperty(t *testing.T) {
 	for _, grantsMemory := range []bool{false, true} {
-		t.Run(fmt.Sprintf("GrantsMemory=%v", grantsMemory), func(t *testing.T) { runProperty(t, grantsMemory) })
+		t.Run(fmt.Sprintf("GrantsMemory=%v", grantsMemory), func(t *testing.T) { runProperty(t, grantsMemory, false) })
 	}
+	// And with the watermark rule publishing the sequenced way (its
+	// GRANTS subjects its own, a publish conditional on the last message).
+	t.Run("Sequenced", func(t *testing.T) { runProperty(t, true, true) })
 }
 
-func runProperty(t *testing.T, grantsMemory bool) {
+func runProperty(t *testing.T, grantsMemory, sequenced bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
 			w := newWorld(rt, grantsMemory)
+			w.sequenced = sequenced
 			rt.Repeat(map[string]func(*rapid.T){
 				"deliver":   w.actDeliver,
 				"race":      w.actRace,
@@ -181,6 +185,10 @@ type world struct {
 	// grantsMemory: the watermark rule's GRANTS answers HasGrant, so the
 	// processor remembers its applied keys there instead of in APPLIED.
 	grantsMemory bool
+	// sequenced: the watermark rule publishes the sequenced way
+	// (grantsSequenced; needs grantsMemory).
+	sequenced bool
+	grantMsgs map[string][]consumer.GrantMsg // sequenced GRANTS, by subject
 
 	mu         sync.Mutex
 	clock      int // orders observations
@@ -206,6 +214,7 @@ func newWorld(rt *rapid.T, grantsMemory bool) *world {
 		specs:        map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
 		dels: map[int]*delivery{}, running: map[string][]*delivery{}, inflight: map[string]int{},
 		attempts: map[string]int{}, failed: map[uint64]int{}, calls: map[string]int{}, published: map[string]int{},
+		grantMsgs: map[string][]consumer.GrantMsg{},
 		committed: map[string]consumer.Mark{}, crashes: map[string]map[string]int{},
 		decisions: map[string][]*delivery{}, letters: map[string]int{}, delivered: map[string]bool{},
 	}
@@ -271,8 +280,15 @@ func (w *world) newInstance(slot, gen int, owner string) *instance {
 		consumer.EffectFunc(w.forward),
 		consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grants},
 	}
+	wmEffects := effects
+	if w.sequenced {
+		wmEffects = []consumer.Effect{
+			consumer.EffectFunc(w.forward),
+			consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: grantsSequenced{grantsRecorder{w}}},
+		}
+	}
 	rules := map[string]consumer.Rule{
-		provWatermark: {Watermark: true, Effects: effects},
+		provWatermark: {Watermark: true, OneAccount: w.sequenced, Effects: wmEffects},
 		provNone:      {Watermark: false, Effects: effects},
 	}
 	if got := rules[provWatermark].AppliedInGrants(); got != w.grantsMemory {
