@@ -21,13 +21,8 @@ type grantsRecorder struct{ w *world }
 
 func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _ http.Header, _ []byte) (uint64, error) {
 	w := g.w
-	s := w.specs[key]
-	mk := s.exclusive()
-	w.enter(mk, key)
-	defer w.leave(mk)
-	time.Sleep(time.Millisecond)
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	s, mk := w.specs[key], w.specs[key].exclusive()
+	defer w.publishing(mk, key)()
 	w.clock++
 	w.calls[key]++
 	d := w.dels[deliveryOf(ctx)]
@@ -39,17 +34,34 @@ func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _
 	if _, ok := w.published[key]; ok {
 		return uint64(w.published[key]), nil
 	}
-	// Effects are emitted in watermark order: nothing older than what
-	// GRANTS already has for the subject.
-	if s.provider == provWatermark {
-		for k := range w.published {
-			if o := w.specs[k]; o.markKey() == mk && o.at.After(s.at) && !w.inDoubtNewer(o) {
-				w.violatef("%s (%s) published after %s (%s) of the same subject: not in watermark order", key, fmtAt(s), k, fmtAt(o))
-			}
-		}
-	}
+	w.checkWatermarkOrder(s, mk)
 	w.published[key] = w.clock
 	return uint64(w.clock), nil
+}
+
+// publishing marks a GRANTS publish of key as an effect of its subject
+// (mk) running, and takes the world's lock; the returned func undoes both.
+func (w *world) publishing(mk, key string) (done func()) {
+	w.enter(mk, key)
+	time.Sleep(time.Millisecond)
+	w.mu.Lock()
+	return func() {
+		w.mu.Unlock()
+		w.leave(mk)
+	}
+}
+
+// checkWatermarkOrder: effects are emitted in watermark order, nothing
+// older than what GRANTS already has for the subject. Under w.mu.
+func (w *world) checkWatermarkOrder(s spec, mk string) {
+	if s.provider != provWatermark {
+		return
+	}
+	for k := range w.published {
+		if o := w.specs[k]; o.markKey() == mk && o.at.After(s.at) && !w.inDoubtNewer(o) {
+			w.violatef("%s (%s) published after %s (%s) of the same subject: not in watermark order", s.key, fmtAt(s), k, fmtAt(o))
+		}
+	}
 }
 
 // grantsSequenced is GRANTS as jetstream.Effects is to a rule that
@@ -61,13 +73,8 @@ type grantsSequenced struct{ grantsRecorder }
 
 func (g grantsSequenced) PublishGrantAfter(ctx context.Context, subject, key string, last uint64, h http.Header, _ []byte) (uint64, error) {
 	w := g.w
-	s := w.specs[key]
-	mk := s.exclusive()
-	w.enter(mk, key)
-	defer w.leave(mk)
-	time.Sleep(time.Millisecond)
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	s, mk := w.specs[key], w.specs[key].exclusive()
+	defer w.publishing(mk, key)()
 	msgs := w.grantMsgs[subject]
 	if top := lastSeq(msgs); top != last {
 		return 0, fmt.Errorf("expected last %d, is %d: %w", last, top, consumer.ErrGrantMoved)
@@ -75,13 +82,7 @@ func (g grantsSequenced) PublishGrantAfter(ctx context.Context, subject, key str
 	if _, ok := w.published[key]; ok {
 		w.violatef("%s stored in GRANTS a second time (on %s)", key, subject)
 	}
-	if s.provider == provWatermark {
-		for k := range w.published {
-			if o := w.specs[k]; o.markKey() == mk && o.at.After(s.at) && !w.inDoubtNewer(o) {
-				w.violatef("%s (%s) published after %s (%s) of the same subject: not in watermark order", key, fmtAt(s), k, fmtAt(o))
-			}
-		}
-	}
+	w.checkWatermarkOrder(s, mk)
 	w.clock++
 	w.calls[key]++
 	w.published[key] = w.clock

@@ -229,14 +229,7 @@ func reviewRExpectStartAgain(t *testing.T, hg *instance, addr <-chan string, tak
 func reviewRFixedPort(t *testing.T, e *env) int {
 	t.Helper()
 	port := freePort(t)
-	b, err := os.ReadFile(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(b), `listen: "127.0.0.1:0"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, port), 1)
-	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	reviewLEditConfig(t, e, `listen: "127.0.0.1:0"`, fmt.Sprintf(`listen: "127.0.0.1:%d"`, port))
 	return port
 }
 
@@ -283,9 +276,9 @@ func TestReviewRStartAgainKeepsHTTPPort(t *testing.T) {
 // CONTRACT: "GET /healthz 200 while the process runs". serve listens
 // before its store opens precisely so that a liveness probe is never
 // refused while it starts (a refused probe killed the process, which then
-// started its recovery over). Starting again in place closes the
-// listeners at the stop and opens new ones only in the next run: in
-// between, the process runs and /healthz is refused.
+// started its recovery over). Starting again in place closed the
+// listeners at the stop and opened new ones only in the next run: in
+// between, the process ran and /healthz was refused.
 func TestReviewRHealthzAnswersThroughStartAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "")
@@ -296,11 +289,27 @@ func TestReviewRHealthzAnswersThroughStartAgain(t *testing.T) {
 	reviewRFillUntil503(t, hg.baseURL, "h0", acked)
 
 	// A liveness probe every 10 ms through the start again.
+	stop := reviewRProbeHealthz(hg.baseURL, 10*time.Millisecond)
+	reviewRFsize(t, hg, "unlimited")
+	a := reviewRAddr(t, hg, addr, "after the start again")
+	if a != hg.baseURL {
+		t.Errorf("http.listen 127.0.0.1:%d: listening on %s after the start again", port, a)
+	}
+	waitFor(t, "/readyz 200", 30*time.Second, func() bool { return readyz(hg.baseURL) == http.StatusOK })
+	if failed := stop(); failed != "" {
+		t.Errorf("/healthz failed %s while serve started again in place", failed)
+	}
+}
+
+// reviewRProbeHealthz asks base's /healthz every interval, each on a new
+// connection, until the returned stop is called; stop says how often and
+// for how long it failed ("" when never).
+func reviewRProbeHealthz(base string, every time.Duration) (stop func() string) {
 	type miss struct {
 		at  time.Time
 		err string
 	}
-	stop := make(chan struct{})
+	done := make(chan struct{})
 	misses := make(chan []miss, 1)
 	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	go func() {
@@ -308,11 +317,11 @@ func TestReviewRHealthzAnswersThroughStartAgain(t *testing.T) {
 		defer func() { misses <- ms }()
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(every):
 			}
-			resp, err := probe.Get(hg.baseURL + "/healthz")
+			resp, err := probe.Get(base + "/healthz")
 			if err != nil {
 				ms = append(ms, miss{time.Now(), err.Error()})
 				continue
@@ -323,16 +332,13 @@ func TestReviewRHealthzAnswersThroughStartAgain(t *testing.T) {
 			}
 		}
 	}()
-	reviewRFsize(t, hg, "unlimited")
-	a := reviewRAddr(t, hg, addr, "after the start again")
-	if a != hg.baseURL {
-		t.Errorf("http.listen 127.0.0.1:%d: listening on %s after the start again", port, a)
-	}
-	waitFor(t, "/readyz 200", 30*time.Second, func() bool { return readyz(hg.baseURL) == http.StatusOK })
-	close(stop)
-	ms := <-misses
-	if len(ms) > 0 {
-		t.Errorf("/healthz failed %d times while serve started again in place, for %s (first: %s; last: %s)",
+	return func() string {
+		close(done)
+		ms := <-misses
+		if len(ms) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%d times, for %s (first: %s; last: %s)",
 			len(ms), ms[len(ms)-1].at.Sub(ms[0].at).Round(time.Millisecond), ms[0].err, ms[len(ms)-1].err)
 	}
 }
@@ -391,12 +397,23 @@ func reviewRTmpfs(t *testing.T, sizeMB int) string {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm", sizeMB), "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("mount tmpfs: %v %s", err, out)
 	}
+	reviewRUnmountAtCleanup(t, dir)
+	return dir
+}
+
+// reviewRUnmountAtCleanup unmounts dir when the test ends.
+func reviewRUnmountAtCleanup(t *testing.T, dir string) {
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
 			t.Errorf("umount %s: %v %s", dir, err, out)
 		}
 	})
-	return dir
+}
+
+// reviewRDataDirOn moves e's data_dir onto the file system mounted at mnt.
+func reviewRDataDirOn(t *testing.T, e *env, mnt string) {
+	t.Helper()
+	reviewLEditConfig(t, e, fmt.Sprintf("data_dir: %q", filepath.Join(e.dir, "data")), fmt.Sprintf("data_dir: %q", filepath.Join(mnt, "data")))
 }
 
 // A real ENOSPC (a 24 MB tmpfs), room again (remounted at 200 MB), serve
@@ -408,14 +425,7 @@ func TestReviewRRealDiskFullStartAgainThenKill9(t *testing.T) {
 	t.Parallel()
 	mnt := reviewRTmpfs(t, 24)
 	e := newEnv(t, "")
-	b, err := os.ReadFile(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(b), fmt.Sprintf("data_dir: %q", filepath.Join(e.dir, "data")), fmt.Sprintf("data_dir: %q", filepath.Join(mnt, "data")), 1)
-	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	reviewRDataDirOn(t, e, mnt)
 	hg, addr := spawnServe(t, e.cfgPath)
 	hg.baseURL = reviewRAddr(t, hg, addr, "at first")
 	acked := map[string]bool{}
@@ -511,20 +521,9 @@ func TestReviewRRootStartsAgainWithFreeReservedBlocks(t *testing.T) {
 	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
 		t.Skipf("mount -o loop: %v %s", err, out)
 	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", mnt, err, out)
-		}
-	})
+	reviewRUnmountAtCleanup(t, mnt)
 	e := newEnv(t, "")
-	b, err := os.ReadFile(e.cfgPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(string(b), fmt.Sprintf("data_dir: %q", filepath.Join(e.dir, "data")), fmt.Sprintf("data_dir: %q", filepath.Join(mnt, "data")), 1)
-	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	reviewRDataDirOn(t, e, mnt)
 	hg, addr := spawnServe(t, e.cfgPath)
 	hg.baseURL = reviewRAddr(t, hg, addr, "at first")
 	acked := map[string]bool{}

@@ -48,9 +48,6 @@ type AskOptions struct {
 	// Quiet ends the wait that long after the last answer (more instances
 	// answer within it on a healthy cluster).
 	Quiet time.Duration
-	// Max ends the wait at that many answers; 0: no limit. (The embedded
-	// server has one serve at most.)
-	Max int
 }
 
 // ErrNoAnswer is AskInstances finding nothing subscribed to
@@ -74,7 +71,7 @@ func AskInstances(ctx context.Context, c *Conn, o AskOptions) ([][]byte, error) 
 	deadline := time.Now().Add(o.Wait)
 	var answers [][]byte
 wait:
-	for o.Max == 0 || len(answers) < o.Max {
+	for {
 		until := deadline
 		if q := time.Now().Add(o.Quiet); len(answers) > 0 && q.Before(until) {
 			until = q

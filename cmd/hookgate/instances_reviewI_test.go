@@ -21,11 +21,17 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// reviewIAnswer makes conn answer on hookgate.instances as serve does,
+// reviewIAnswer makes a connection of its own to env answer on
+// hookgate.instances as serve does,
 // with serve's reporter around ready (what /readyz checks), its checks
 // running in the background as serve's do.
-func reviewIAnswer(t *testing.T, conn *jetstream.Conn, ready func(context.Context) error) {
+func reviewIAnswer(t *testing.T, env *jstest.Env, ready func(context.Context) error) {
 	t.Helper()
+	conn, err := jetstream.Connect(jetstream.ConnectOptions{Name: "serve", Embedded: env.Embedded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
 	cfg := &config.Config{}
 	cfg.Roles.Gateway = true
 	r := newInstanceReporter(cfg, nil, time.Now(), ready, nil)
@@ -51,12 +57,7 @@ func reviewIAnswer(t *testing.T, conn *jetstream.Conn, ready func(context.Contex
 // context's deadline.
 func TestReviewIStatusListsAServeWhoseJetStreamHangs(t *testing.T) {
 	env := jstest.Start(t, "")
-	serveConn, err := jetstream.Connect(jetstream.ConnectOptions{Name: "serve", Embedded: env.Embedded})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(serveConn.Close)
-	reviewIAnswer(t, serveConn, func(ctx context.Context) error {
+	reviewIAnswer(t, env, func(ctx context.Context) error {
 		<-ctx.Done() // JS.Stream(ctx, ...) with no answer from JetStream
 		return fmt.Errorf("jetstream %s: %w", jetstream.StreamWebhooks, ctx.Err())
 	})
@@ -78,12 +79,7 @@ func TestReviewIStatusListsAServeWhoseJetStreamHangs(t *testing.T) {
 // the later ones hear nothing within their 2 s.
 func TestReviewIConcurrentStatusRunsAllHearTheServe(t *testing.T) {
 	env := jstest.Start(t, "")
-	serveConn, err := jetstream.Connect(jetstream.ConnectOptions{Name: "serve", Embedded: env.Embedded})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(serveConn.Close)
-	reviewIAnswer(t, serveConn, func(ctx context.Context) error {
+	reviewIAnswer(t, env, func(ctx context.Context) error {
 		select {
 		case <-time.After(700 * time.Millisecond): // a slow JetStream API
 			return nil

@@ -75,20 +75,7 @@ func TestReviewLFailureAfterStoreOpenedReleasesEverything(t *testing.T) {
 	} else {
 		l.Close()
 	}
-	if f, err := jetstream.LockDataDir(dataDir); err != nil {
-		t.Errorf("data_dir's lock still held after run returned: %v", err)
-	} else {
-		f.Close()
-	}
-	var left string
-	for end := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if left = reviewLServeGoroutines(); left == "" || time.Now().After(end) {
-			break
-		}
-	}
-	if left != "" {
-		t.Errorf("serve's goroutines still running 5s after run returned:\n%s", left)
-	}
+	reviewLReleased(t, dataDir)
 }
 
 // The same after a plain stop (SIGTERM).
@@ -104,6 +91,13 @@ func TestReviewLStopReleasesEverything(t *testing.T) {
 	if err := s.stop(t); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+	reviewLReleased(t, dataDir)
+}
+
+// reviewLReleased checks, once run returned, that data_dir's lock is free
+// and serve's goroutines are gone (within 5 s).
+func reviewLReleased(t *testing.T, dataDir string) {
+	t.Helper()
 	if f, err := jetstream.LockDataDir(dataDir); err != nil {
 		t.Errorf("data_dir's lock still held after run returned: %v", err)
 	} else {

@@ -41,8 +41,8 @@ const (
 func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, notBefore time.Time, logger *slog.Logger) error {
 	t := time.NewTicker(storeRecoveryCheck)
 	defer t.Stop()
-	var said error // the kind of the reason last logged (errNoRoom, ...)
-	var saidAt time.Time
+	var saidAt time.Time // when the reason was last logged; zero: never
+	saidPaced := false   // whether that reason was the pace
 	for {
 		select {
 		case <-ctx.Done():
@@ -53,19 +53,16 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 			continue
 		}
 		err := roomToWrite(dir)
-		if err == nil && time.Now().Before(notBefore) {
-			err = fmt.Errorf("%w: the store failed again soon after serve last started again: next start at %s", errPaced, notBefore.UTC().Format(time.RFC3339))
+		paced := err == nil && time.Now().Before(notBefore)
+		if paced {
+			err = fmt.Errorf("room again, but the store failed again soon after serve last started again: next start at %s", notBefore.UTC().Format(time.RFC3339))
 		}
 		if err != nil {
-			// Once per kind of reason, and again every minute: the bytes
-			// free change at each look.
-			kind := errNoRoom
-			if errors.Is(err, errPaced) {
-				kind = errPaced
-			}
-			if kind != said || time.Since(saidAt) >= time.Minute {
+			// Once per kind of reason (no room, or the pace), and again
+			// every minute: the bytes free change at each look.
+			if saidAt.IsZero() || paced != saidPaced || time.Since(saidAt) >= time.Minute {
 				logger.Warn("event store stopped writing: serve starts again by itself once data_dir has room", slog.String("waiting_for_room", err.Error()))
-				said, saidAt = kind, time.Now()
+				saidAt, saidPaced = time.Now(), paced
 			}
 			continue
 		}
@@ -73,11 +70,6 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 		return errStoreWritesAgain
 	}
 }
-
-var (
-	errNoRoom = errors.New("no room")
-	errPaced  = errors.New("room again")
-)
 
 // roomToWrite is nil when dir's file system has roomFree bytes free for
 // this user and a file of roomProbe bytes can be written in dir (it is
