@@ -135,14 +135,17 @@ type SourceOptions struct {
 // created in a cluster, or its leader's node lost) gets no answer at all
 // or a "no responders" the iterator does not re-pull for. At nats.go's
 // default of 30 s such a stall lasted up to 30 s; at 5 s it lasts up to
-// 5 s, for one more pull request every 5 s while idle.
+// 5 s, for one more pull request every 5 s while idle. The source then
+// waits for a leader to answer (awaitPullResponder) before that pull, and
+// before its first, so each such stall happens at most once.
 const pullExpiry = 5 * time.Second
 
 // Source delivers WEBHOOKS events from the durable consumer.
 type Source struct {
-	cons js.Consumer
-	it   js.MessagesContext
-	nc   *nats.Conn
+	cons     js.Consumer
+	it       js.MessagesContext
+	nc       *nats.Conn
+	pullSubj string
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -166,6 +169,8 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
+	pullSubj := pullSubject(StreamWebhooks, DurableApply)
+	awaitPullResponder(ctx, c.JS.Conn(), pullSubj, pullExpiry)
 	prefetch := o.Prefetch
 	if prefetch <= 0 {
 		prefetch = max(o.MaxAckPending/4, 16)
@@ -174,8 +179,53 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, classify("pull", err)
 	}
-	return &Source{cons: cons, it: it, nc: c.JS.Conn()}, nil
+	return &Source{cons: cons, it: it, nc: c.JS.Conn(), pullSubj: pullSubj}, nil
 }
+
+// pullSubject is where a consumer's pull requests go; only the consumer's
+// leader subscribes to it.
+func pullSubject(stream, durable string) string {
+	return "$JS.API.CONSUMER.MSG.NEXT." + stream + "." + durable
+}
+
+// pullProbe is a pull request the consumer's leader refuses ("400 Bad
+// Request": it is not JSON) without delivering anything.
+var pullProbe = []byte("{")
+
+// awaitPullResponder waits, for up to bound, until a request on subject
+// from nc reaches a responder: the consumer's leader. A consumer just
+// created in a cluster answers its creation from its new leader before
+// the leader's interest in its pull subject has reached every server: a
+// pull request sent through another server in that window is answered
+// "no responders", which nats.go's message iterator takes as nothing to
+// do, and it pulls again only after two missed heartbeats (pullExpiry).
+// Measured on a 3-node cluster: 4 of 300 creations answered a request
+// sent right after them with "no responders"; in a CI run the instance
+// holding the consumer lock applied nothing for its first 3 s, and was
+// killed so. Past bound the pull goes ahead anyway (the heartbeats then
+// recover it), so this never fails a start.
+func awaitPullResponder(ctx context.Context, nc *nats.Conn, subject string, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, time.Second)
+		_, err := nc.RequestWithContext(rctx, subject, pullProbe)
+		rcancel()
+		// Any answer is the leader's: the 400 for the probe, or another
+		// status nats.go turns into an error.
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pullProbePause):
+		}
+	}
+}
+
+// pullProbePause spaces the probes of awaitPullResponder.
+const pullProbePause = 20 * time.Millisecond
 
 // Pending returns the consumer's lag: undelivered plus unacked.
 func (s *Source) Pending(ctx context.Context) (uint64, error) {
@@ -220,6 +270,14 @@ func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 			}
 			if errors.Is(err, js.ErrMsgIteratorClosed) {
 				return nil, err
+			}
+			if errors.Is(err, js.ErrNoHeartbeat) {
+				// The pull request is gone (its consumer leader died, or it
+				// never reached one) and the iterator pulls again at the
+				// next call: first wait for a leader to answer, or that pull
+				// is lost too while a new leader is being elected, for
+				// another two heartbeats.
+				awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
 			}
 			// Transient (no heartbeat, reconnect): the iterator recovers.
 			continue
