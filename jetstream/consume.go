@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -126,26 +128,44 @@ type SourceOptions struct {
 	// AckWait is how long a delivery may stay unacked without
 	// InProgress before it is redelivered.
 	AckWait time.Duration
+	// Log (nil: none) gets the pull's errors it recovers from by itself
+	// (missed heartbeats, "no responders", a leader change) at debug.
+	Log *slog.Logger
 }
 
-// pullExpiry is how long each pull request waits at the server. It also
-// bounds how long a pull request that went unanswered stalls the source:
-// nats.go re-pulls only after two missed heartbeats (half the expiry
-// each), and a pull request sent while the consumer has no leader (just
-// created in a cluster, or its leader's node lost) gets no answer at all
-// or a "no responders" the iterator does not re-pull for. At nats.go's
-// default of 30 s such a stall lasted up to 30 s; at 5 s it lasts up to
-// 5 s, for one more pull request every 5 s while idle. The source then
-// waits for a leader to answer (awaitPullResponder) before that pull, and
-// before its first, so each such stall happens at most once.
-const pullExpiry = 5 * time.Second
+// pullExpiry is how long each pull request waits at the server, and
+// pullHeartbeat how often the server says a waiting one is alive. A pull
+// request sent while the consumer has no leader (its leader's node lost)
+// gets no answer at all, or a "no responders" that nats.go takes as
+// nothing to do: it pulls again after two missed heartbeats. At nats.go's
+// defaults (30 s, 15 s) such a stall lasted up to 30 s; now it lasts up to
+// 2 s after the consumer has a leader again, for one pull request every
+// 5 s and one heartbeat a second while idle. The heartbeats are not
+// watched while a delivery waits for Next (busy workers are not a dead
+// pull).
+const (
+	pullExpiry    = 5 * time.Second
+	pullHeartbeat = time.Second
+)
 
-// Source delivers WEBHOOKS events from the durable consumer.
+// Source delivers WEBHOOKS events from the durable consumer: nats.go's
+// Consume hands each delivery to a callback that waits until Next takes
+// it, so what the source fetched waits in nats.go's subscription queue,
+// which never drops. (Its message iterator, used before, kept deliveries
+// in a channel as large as its prefetch, heartbeats and pull timeouts
+// included, and dropped a delivery when that overflowed: one that
+// arrived after heartbeats while every worker was busy came back only
+// after the ack wait, when newer events of its subject had applied and
+// turned it stale.)
 type Source struct {
-	cons     js.Consumer
-	it       js.MessagesContext
-	nc       *nats.Conn
-	pullSubj string
+	cons js.Consumer
+	cc   js.ConsumeContext
+	// deliveries is unbuffered: the callback blocks until Next or Unread
+	// takes its delivery, or until halt.
+	deliveries chan js.Msg
+	halt       chan struct{}
+	haltOnce   sync.Once
+	nc         *nats.Conn
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -169,17 +189,34 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
-	pullSubj := pullSubject(StreamWebhooks, DurableApply)
-	awaitPullResponder(ctx, c.JS.Conn(), pullSubj, pullExpiry)
+	awaitPullResponder(ctx, c.JS.Conn(), pullSubject(StreamWebhooks, DurableApply), pullExpiry)
 	prefetch := o.Prefetch
 	if prefetch <= 0 {
 		prefetch = max(o.MaxAckPending/4, 16)
 	}
-	it, err := cons.Messages(js.PullMaxMessages(prefetch), js.PullExpiry(pullExpiry))
+	s := &Source{cons: cons, deliveries: make(chan js.Msg), halt: make(chan struct{}), nc: c.JS.Conn()}
+	cc, err := cons.Consume(s.take, js.PullMaxMessages(prefetch), js.PullExpiry(pullExpiry), js.PullHeartbeat(pullHeartbeat),
+		// Errors the pull recovers from by itself; a deleted consumer
+		// closes cc, which Next reports.
+		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
+			if o.Log != nil {
+				o.Log.Debug("consumer pull", slog.String("error", err.Error()))
+			}
+		}))
 	if err != nil {
 		return nil, classify("pull", err)
 	}
-	return &Source{cons: cons, it: it, nc: c.JS.Conn(), pullSubj: pullSubj}, nil
+	s.cc = cc
+	return s, nil
+}
+
+// take is the Consume callback: it waits until Next (or Unread) takes msg.
+// After Stop it leaves msg unsettled: it comes back after the ack wait.
+func (s *Source) take(msg js.Msg) {
+	select {
+	case s.deliveries <- msg:
+	case <-s.halt:
+	}
 }
 
 // pullSubject is where a consumer's pull requests go; only the consumer's
@@ -237,9 +274,12 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 }
 
 // Stop ends pulling; Next then returns an error.
-func (s *Source) Stop() { s.it.Stop() }
+func (s *Source) Stop() {
+	s.cc.Stop()
+	s.haltOnce.Do(func() { close(s.halt) })
+}
 
-// unreadWait bounds the wait for each buffered delivery in Unread.
+// unreadWait bounds the wait for the end of the subscription in Unread.
 const unreadWait = time.Second
 
 // Unread implements consumer.Unreader: it stops pulling and returns the
@@ -247,43 +287,47 @@ const unreadWait = time.Second
 // otherwise wait out the ack wait), oldest first. Next returns an error
 // afterwards.
 func (s *Source) Unread() []*consumer.Message {
-	s.it.Drain()
+	s.cc.Drain()
 	var out []*consumer.Message
-	for {
-		msg, err := s.it.Next(js.NextMaxWait(unreadWait))
-		if err != nil {
-			return out
-		}
+	keep := func(msg js.Msg) {
 		if m, ok := s.message(msg); ok {
 			out = append(out, m)
 		}
 	}
+	// Drain hands what nats.go holds to the callback, then closes.
+	bound := time.NewTimer(unreadWait)
+	defer bound.Stop()
+	for done := false; !done; {
+		select {
+		case msg := <-s.deliveries:
+			keep(msg)
+			bound.Reset(unreadWait)
+		case <-s.cc.Closed():
+			done = true
+		case <-bound.C:
+			done = true
+		}
+	}
+	s.haltOnce.Do(func() { close(s.halt) })
+	return out
 }
 
-// Next blocks until a message arrives or ctx ends.
+// Next blocks until a message arrives or ctx ends; after the pull ended
+// (Stop, Unread, the durable consumer deleted) it returns
+// js.ErrMsgIteratorClosed.
 func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 	for {
-		msg, err := s.it.Next(js.NextContext(ctx))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+		select {
+		case msg := <-s.deliveries:
+			if m, ok := s.message(msg); ok {
+				return m, nil
 			}
-			if errors.Is(err, js.ErrMsgIteratorClosed) {
-				return nil, err
-			}
-			if errors.Is(err, js.ErrNoHeartbeat) {
-				// The pull request is gone (its consumer leader died, or it
-				// never reached one) and the iterator pulls again at the
-				// next call: first wait for a leader to answer, or that pull
-				// is lost too while a new leader is being elected, for
-				// another two heartbeats.
-				awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
-			}
-			// Transient (no heartbeat, reconnect): the iterator recovers.
-			continue
-		}
-		if m, ok := s.message(msg); ok {
-			return m, nil
+		case <-s.halt:
+			return nil, js.ErrMsgIteratorClosed
+		case <-s.cc.Closed():
+			return nil, js.ErrMsgIteratorClosed
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,5 +330,77 @@ func TestRedeliverOutstanding(t *testing.T) {
 	}
 	if got := fetch(1, 0); len(got) != 0 {
 		t.Fatalf("then: %v, want nothing", got)
+	}
+}
+
+// While the consumer does not ask for its next delivery (every worker
+// busy), the source's waiting pull requests get heartbeats; deliveries
+// arriving after them must not be dropped. nats.go's message iterator
+// buffers them in a channel as large as its prefetch, heartbeats
+// included, and dropped a delivery when it overflowed ("slow consumer"),
+// which came back only after the ack wait, when newer events of its
+// subject had applied and turned it stale.
+func TestSourceDropsNothingAfterHeartbeatsWhileIdle(t *testing.T) {
+	env := jstest.Start(t, "")
+	ctx := t.Context()
+	nc := env.Conn.JS.Conn()
+	var slow atomic.Int64
+	nc.SetErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			slow.Add(1)
+		}
+	})
+	publish := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			if _, err := env.Conn.JS.Publish(ctx, "webhooks.p.a", []byte(fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The ack wait is far longer than the test: a dropped delivery would
+	// not come back within it.
+	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: 1000, Prefetch: 16, AckWait: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Stop()
+	next := func() bool {
+		t.Helper()
+		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		m, err := src.Next(nctx)
+		if err != nil {
+			return false
+		}
+		if err := m.Delivery.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}
+	// Ten of the prefetch's sixteen: the source asks for more and waits.
+	publish(0, 10)
+	for range 10 {
+		if !next() {
+			t.Fatal("no delivery of the first ten within 10 s")
+		}
+	}
+	// Heartbeats (the only messages this connection gets now) arrive
+	// while nobody asks for a delivery.
+	before := nc.Stats().InMsgs
+	deadline := time.Now().Add(20 * time.Second)
+	for nc.Stats().InMsgs < before+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no two heartbeats within 20 s (messages in: %d)", nc.Stats().InMsgs-before)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	publish(10, 15)
+	got := 0
+	for got < 15 && next() {
+		got++
+	}
+	if got != 15 || slow.Load() != 0 {
+		t.Fatalf("after the heartbeats: %d of 15 deliveries within 10 s each, %d slow-consumer drops", got, slow.Load())
 	}
 }

@@ -176,6 +176,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		MaxAckPending: window + retryRoom,
 		Prefetch:      max(window/4, 16),
 		AckWait:       o.LeaseTTL,
+		Log:           logger,
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {
 		metrics.Applying.Set(1)
