@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"syscall"
@@ -29,6 +30,10 @@ type ConnectOptions struct {
 	CAFile, CertFile, KeyFile string
 	// APITimeout bounds each JetStream API call and publish ack wait.
 	APITimeout time.Duration
+	// Log (nil: none) gets the connection's asynchronous errors: a
+	// subscription that dropped messages ("slow consumer"), a permission
+	// refused. nats.go reports them nowhere else.
+	Log *slog.Logger
 }
 
 // Conn is a connection with its JetStream context. Safe for concurrent use.
@@ -68,6 +73,7 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		// nats.go's default (every 2 minutes, stale after two unanswered)
 		// the gateway answered 503 for minutes before moving to another
 		// node. Every 5 s, stale after two: 10-15 s.
+		nats.ErrorHandler(asyncErrorLogger(o.Log, o.Name)),
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(2),
 	}
@@ -194,3 +200,18 @@ func (c *Conn) Refusal() error {
 
 // Close drains nothing: in-flight requests were finished by the caller.
 func (c *Conn) Close() { c.NC.Close() }
+
+// asyncErrorLogger logs a connection's asynchronous errors at warn, with
+// the subscription's subject when there is one.
+func asyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
+	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		if log == nil {
+			return
+		}
+		attrs := []any{slog.String("connection", conn), slog.String("error", err.Error())}
+		if sub != nil {
+			attrs = append(attrs, slog.String("subject", sub.Subject))
+		}
+		log.Warn("nats asynchronous error", attrs...)
+	}
+}

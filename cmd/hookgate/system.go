@@ -71,7 +71,7 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access, lock *os.File) (*system, error) {
 	s := &system{cfg: cfg}
 	need := cfg.HTTP.MaxBodyBytes + headerRoom
-	opts := jetstream.ConnectOptions{Name: name}
+	opts := jetstream.ConnectOptions{Name: name, Log: logger}
 	if cfg.NATS.URL == "" {
 		payload := int32(need)
 		if payload < 1<<20 {

@@ -1,0 +1,64 @@
+package jetstream_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
+	"github.com/nats-io/nats.go"
+)
+
+// A subscription that drops messages is reported nowhere by nats.go unless
+// the connection has an error handler: Connect logs it, naming the
+// connection and the subject.
+func TestConnectLogsSlowConsumer(t *testing.T) {
+	env := jstest.Start(t, "")
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "watched", Embedded: env.Embedded, Log: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ch := make(chan *nats.Msg, 1) // nobody reads it
+	if _, err := c.NC.ChanSubscribe("overflow.here", ch); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := c.NC.Publish("overflow.here", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logged(), "slow consumer"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no slow-consumer line within 10 s; log: %q", logged())
+		}
+	}
+	for _, want := range []string{`"level":"WARN"`, `"connection":"watched"`, `"subject":"overflow.here"`} {
+		if !strings.Contains(logged(), want) {
+			t.Errorf("log lacks %s: %q", want, logged())
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
