@@ -47,8 +47,7 @@ func TestProcessorProperty(t *testing.T) {
 func runProperty(t *testing.T, grantsMemory, sequenced bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		rapid.SyncTest(rt, func(rt *rapid.T) {
-			w := newWorld(rt, grantsMemory)
-			w.sequenced = sequenced
+			w := newWorld(rt, grantsMemory, sequenced)
 			rt.Repeat(map[string]func(*rapid.T){
 				"deliver":   w.actDeliver,
 				"race":      w.actRace,
@@ -208,10 +207,11 @@ type world struct {
 	violations []string
 }
 
-func newWorld(rt *rapid.T, grantsMemory bool) *world {
+func newWorld(rt *rapid.T, grantsMemory, sequenced bool) *world {
 	w := &world{
-		grantsMemory: grantsMemory,
-		specs:        map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
+		// Both before the instances are made: they read them.
+		grantsMemory: grantsMemory, sequenced: sequenced,
+		specs: map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
 		dels: map[int]*delivery{}, running: map[string][]*delivery{}, inflight: map[string]int{},
 		attempts: map[string]int{}, failed: map[uint64]int{}, calls: map[string]int{}, published: map[string]int{},
 		grantMsgs: map[string][]consumer.GrantMsg{},
