@@ -43,7 +43,7 @@ func (w *world) checkDecision(d *delivery) {
 			fail("acked %d, naked %d; want one nak", d.acks, d.naks)
 		}
 		switch {
-		case strings.Contains(out.Reason, context.DeadlineExceeded.Error()):
+		case strings.Contains(out.Reason, context.DeadlineExceeded.Error()) && !errors.Is(d.effectErr, errLostTimeout):
 			fail("stuck: waited 10 minutes (virtual) for the subject: %s", out.Reason)
 		case d.effectErr == nil && d.read != nil && d.read.Lease != nil && d.read.Lease.Key != s.key:
 			// Deferring to the event that holds (or held) the subject's
@@ -75,7 +75,13 @@ func (w *world) checkDecision(d *delivery) {
 			if d.read == nil || !applies(*d.read, s) {
 				fail("applied against watermark %s, which the rule says it does not beat", fmtMarkPtr(d.read))
 			}
-			if d.wrote == nil || !d.wrote.At.Equal(s.at) || !slices.Contains(d.wrote.Keys, s.key) || d.wrote.Lease != nil {
+			// Or, sequenced, newer: its message (stored by an attempt that
+			// crashed or lost the answer) was followed in GRANTS by a newer
+			// event's whose holder stopped, and this publish, refused,
+			// found both and took that one in.
+			overtaken := w.sequenced && d.wrote != nil && d.wrote.At.After(s.at) && w.publishedAfter(s, d.clock)
+			if d.wrote == nil || d.wrote.Lease != nil ||
+				!overtaken && (!d.wrote.At.Equal(s.at) || !slices.Contains(d.wrote.Keys, s.key)) {
 				fail("committed watermark %s, want %s with the key and no lease", fmtMarkPtr(d.wrote), fmtAt(s))
 			}
 		}
@@ -87,17 +93,26 @@ func (w *world) checkDecision(d *delivery) {
 			fail("already-applied, but it never reached GRANTS")
 		}
 	case consumer.Stale:
+		// superseded (sequenced.go): its publish found a newer event in
+		// GRANTS. Its reason does not say whether it was retrying.
+		foundInGrants := strings.HasSuffix(out.Reason, "an event found in GRANTS whose holder stopped before committing")
 		if s.provider != provWatermark {
 			fail("stale under ordering none")
+		} else if foundInGrants {
+			// Superseded: its sequenced publish found a newer event of
+			// the subject in GRANTS, not committed.
+			if !w.newerPublished(s, d.clock) {
+				fail("superseded, but no newer event of its subject is in GRANTS")
+			}
 		} else if d.read == nil || applies(*d.read, s) {
 			fail("stale against watermark %s, which it beats", fmtMarkPtr(d.read))
 		}
-		if publishedBefore && !w.limitation(s.key) && !w.tolerated(knownInDoubt, d) && !w.tolerated(knownDroppedKey, d) {
+		if publishedBefore && !w.limitation(s.key) && !w.lateStale(s.key) && !w.tolerated(knownInDoubt, d) && !w.tolerated(knownDroppedKey, d) {
 			fail("stale, yet it is in GRANTS")
 		}
 		// Retrying: an attempt failed before. Deliveries handed back
 		// untried may count or not (see the max_deliver check above).
-		if superseded := strings.HasPrefix(out.Reason, "superseded while retrying"); (superseded && d.msg.deliveries == 1) || (!superseded && w.failed[d.msg.seq] > 0) {
+		if superseded := strings.HasPrefix(out.Reason, "superseded while retrying"); !foundInGrants && ((superseded && d.msg.deliveries == 1) || (!superseded && w.failed[d.msg.seq] > 0)) {
 			fail("reason %q for delivery %d after %d failed attempts", out.Reason, d.msg.deliveries, w.failed[d.msg.seq])
 		}
 	case consumer.DeadLettered:
@@ -188,8 +203,8 @@ func (w *world) checkEnd(rt *rapid.T) {
 				want.Keys = append(want.Keys, s.key)
 			}
 		}
-		if !m.At.Equal(want.At) || !sameSet(m.Keys, want.Keys) {
-			fail("%s watermark = %s, want the newest applied: %s", mk, fmtMark(m), fmtMark(want))
+		if !w.markAgrees(mk, m, specs) {
+			fail("%s watermark = %s (with GRANTS after its sequence: %s), want the newest applied: %s", mk, fmtMark(m), fmtMark(w.asRead(mk, m)), fmtMark(want))
 		}
 		for _, k := range newestKeys {
 			if _, ok := w.published[k]; !ok && w.count(k, consumer.DeadLettered) == 0 {
@@ -213,6 +228,81 @@ func (w *world) checkEnd(rt *rapid.T) {
 			fail("%s: %d dead-letter decisions, %d letters", k, dead, w.letters[k])
 		}
 	}
+}
+
+// asRead is m as the processor reads it under the sequenced way: with
+// the messages on its GRANTS subject after m's sequence taken in, as
+// seenBy and a refused publish do (w.mu held).
+func (w *world) asRead(mk string, m consumer.Mark) consumer.Mark {
+	if !w.sequenced {
+		return m
+	}
+	for subj, msgs := range w.grantMsgs {
+		after := m.Grants[subj] // 0 (all) without one
+		for _, g := range msgs {
+			s := w.specs[g.Key]
+			if g.Seq <= after || s.markKey() != mk {
+				continue
+			}
+			switch {
+			case m.At.IsZero() || s.at.After(m.At):
+				m.At, m.Keys = s.at, []string{s.key}
+			case s.at.Equal(m.At) && !slices.Contains(m.Keys, s.key):
+				m.Keys = append(slices.Clone(m.Keys), s.key)
+			}
+		}
+	}
+	return m
+}
+
+// markAgrees reports whether mk's mark m, as the processor reads it
+// (asRead), is the newest applied instant of specs and the keys applied
+// at it. A key no delivery of its own committed (its holder stopped, or
+// was told its publish failed, and its redelivery found it in GRANTS) is
+// in the mark only if another event's publish took it in: under the
+// sequenced way asRead does that; under a plain publish nothing does, and
+// GRANTS alone remembers it. An excused key (in GRANTS, never committed,
+// dead-lettered say) may be in it or not (w.mu held).
+func (w *world) markAgrees(mk string, m consumer.Mark, specs []spec) bool {
+	m = w.asRead(mk, m)
+	var reqAt time.Time
+	required, optional := map[string]time.Time{}, map[string]time.Time{}
+	for _, s := range specs {
+		if _, ok := w.published[s.key]; !ok || s.badTime {
+			continue
+		}
+		if w.excused(s.key) || (!w.sequenced && !w.committedByOwn(s.key)) {
+			optional[s.key] = s.at
+			continue
+		}
+		required[s.key] = s.at
+		if s.at.After(reqAt) {
+			reqAt = s.at
+		}
+	}
+	if m.At.Before(reqAt) {
+		return false
+	}
+	for k, at := range required {
+		if at.Equal(m.At) && !slices.Contains(m.Keys, k) {
+			return false
+		}
+	}
+	for _, k := range m.Keys {
+		at, ok := required[k]
+		if !ok {
+			at, ok = optional[k]
+		}
+		if !ok || !at.Equal(m.At) {
+			return false
+		}
+	}
+	return !m.At.After(reqAt) || len(m.Keys) > 0
+}
+
+// committedByOwn: a delivery of k committed it to its mark (w.mu held).
+func (w *world) committedByOwn(k string) bool {
+	return w.count(k, consumer.Applied) > 0 || w.crashes[k][stepAfterWatermark]+w.crashes[k][stepBeforeAck] > 0
 }
 
 // Known processor bugs, each tolerated (unless -prop.strict) only in the exact
@@ -258,13 +348,47 @@ func (w *world) tolerated(bug string, d *delivery) bool {
 	return false
 }
 
+// publishedAfter reports whether GRANTS had, before clock, an event of
+// s's subject newer than s and published after it (w.mu held).
+func (w *world) publishedAfter(s spec, clock int) bool {
+	for k, at := range w.published {
+		if o := w.specs[k]; o.markKey() == s.markKey() && o.at.After(s.at) && at > w.published[s.key] && at < clock {
+			return true
+		}
+	}
+	return false
+}
+
+// lateStale excuses a stale decision of k though k is in GRANTS: a holder
+// of k crashed after its effects and k's redelivery came after the
+// in-doubt wait (actLate), when the subject had moved on without it
+// (Options.InDoubtWait); a newer event may have applied since. With
+// APPLIED as the memory nothing tells it was applied, as the in-doubt wait
+// documents; with GRANTS as the memory, seen finds its message (w.mu
+// held).
+func (w *world) lateStale(k string) bool {
+	return !w.grantsMemory && w.lateCrashes[k] > 0
+}
+
+// newerPublished reports whether GRANTS had an event of s's subject newer
+// than s before clock (w.mu held).
+func (w *world) newerPublished(s spec, clock int) bool {
+	for k, at := range w.published {
+		if o := w.specs[k]; o.markKey() == s.markKey() && o.at.After(s.at) && at < clock {
+			return true
+		}
+	}
+	return false
+}
+
 // limitation is the case the contract leaves open, so it is never a
-// violation: an attempt published k and crashed before committing it, and
-// a later attempt of k failed. A failing event does not block its subject
+// violation: an attempt published k and crashed before committing it, or
+// was told its publish failed (a lost answer, loseTimeout), and that or a
+// later attempt of k failed. A failing event does not block its subject
 // (newer and older events go on as if k had not applied), and if it ends
 // dead-lettered GRANTS cannot take it back (w.mu held).
 func (w *world) limitation(k string) bool {
-	if w.crashes[k][stepAfterEffects] == 0 {
+	if w.crashes[k][stepAfterEffects] == 0 && w.lostAnswers[k] == 0 {
 		return false
 	}
 	pubAt, ok := w.published[k]
@@ -283,7 +407,19 @@ func (w *world) limitation(k string) bool {
 // inDoubtNewer reports whether publishing an event after o's (o newer,
 // same subject) is excused: o was published by an attempt that crashed
 // before committing it, and nothing committed o since (w.mu held).
+//
+// A publish reported failed though stored (loseTimeout) leaves o the same
+// way, without a crash: the failure releases the subject. Only a
+// sequenced publish then finds o (and supersedes the older event); a
+// plain one cannot, so there it is excused.
+//
+// So does a holder's crash whose redelivery came late (actLate): after the
+// in-doubt wait the subject moves on without it (Options.InDoubtWait),
+// and a plain publish cannot find it either.
 func (w *world) inDoubtNewer(o spec) bool {
+	if w.committed[o.markKey()].At.Before(o.at) && !w.sequenced && w.lostAnswers[o.key]+w.lateCrashes[o.key] > 0 {
+		return true
+	}
 	uncommitted := w.crashes[o.key][stepAfterEffects] > 0 && w.committed[o.markKey()].At.Before(o.at)
 	return uncommitted && (w.limitation(o.key) || w.tolerated(knownInDoubt, &delivery{spec: o}))
 }
@@ -291,8 +427,7 @@ func (w *world) inDoubtNewer(o spec) bool {
 // excused: k is in GRANTS but no delivery ever committed it to its mark,
 // by the limitation or a tolerated known bug (w.mu held).
 func (w *world) excused(k string) bool {
-	if w.count(k, consumer.Applied)+w.count(k, consumer.AlreadyApplied) > 0 ||
-		w.crashes[k][stepAfterWatermark]+w.crashes[k][stepBeforeAck] > 0 {
+	if w.committedByOwn(k) || w.count(k, consumer.AlreadyApplied) > 0 {
 		return false // committed
 	}
 	if w.limitation(k) {
@@ -301,7 +436,7 @@ func (w *world) excused(k string) bool {
 	pubAt := w.published[k]
 	for _, d := range w.decisions[k] {
 		if d.outcome.Decision == consumer.Stale && d.clock > pubAt &&
-			(w.tolerated(knownInDoubt, d) || w.tolerated(knownDroppedKey, d)) {
+			(w.lateStale(k) || w.tolerated(knownInDoubt, d) || w.tolerated(knownDroppedKey, d)) {
 			return true
 		}
 	}
@@ -362,13 +497,6 @@ func (w *world) traceTail() string {
 		t = t[len(t)-60:]
 	}
 	return "  " + strings.Join(t, "\n  ")
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
 }
 
 func fmtAt(s spec) string {

@@ -5,6 +5,7 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -27,8 +28,9 @@ func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _
 	w.calls[key]++
 	d := w.dels[deliveryOf(ctx)]
 	// A second publication of a key is legitimate only as the rerun of a
-	// delivery that crashed after its effects (GRANTS deduplicates it).
-	if reruns := w.crashedAfterEffects(key); w.calls[key] > 1+reruns && !w.tolerated(knownNoneRerun, d) {
+	// delivery that crashed after its effects, or whose publish answer was
+	// lost (GRANTS deduplicates it).
+	if reruns := w.crashedAfterEffects(key) + w.lostAnswers[key]; w.calls[key] > 1+reruns && !w.tolerated(knownNoneRerun, d) {
 		w.violatef("%s published %d times with %d crashes after its effects", key, w.calls[key], reruns)
 	}
 	if _, ok := w.published[key]; ok {
@@ -36,7 +38,51 @@ func (g grantsRecorder) PublishGrant(ctx context.Context, subject, key string, _
 	}
 	w.checkWatermarkOrder(s, mk)
 	w.published[key] = w.clock
+	if err := w.loseAnswer(d, subject, false); err != nil {
+		return 0, err
+	}
 	return uint64(w.clock), nil
+}
+
+// How a delivery's publish answer is lost (delivery.lose): the message is
+// stored, and the answer to the publish never comes back. jetstream's
+// Publisher then retries with the same Nats-Msg-Id (publisher.go): within
+// the duplicate window the retry is answered duplicate with the stored
+// sequence, which is a plain success; past it, a sequenced publish's
+// retry is refused by the expected last sequence, now the lost message's
+// (loseRefused; grants_sequenced.go), and the caller must find its own
+// message by reading. When no answer comes back until grantPublishLimit
+// (a connection down right after the write), the publish fails with
+// jetstream's ErrUnavailable and a deadline exceeded (loseTimeout), an
+// effect failure to the processor, though its message is in GRANTS.
+const (
+	loseRefused = "refused"
+	loseTimeout = "timeout"
+)
+
+// errLostTimeout stands for jetstream.ErrUnavailable (this package does
+// not import jetstream, which imports it).
+var errLostTimeout = errors.New("jetstream unavailable")
+
+// loseAnswer loses the answer of d's publish, just stored, as d planned
+// (once per delivery), and returns the error the publisher would; nil
+// when the answer arrives. Under w.mu.
+func (w *world) loseAnswer(d *delivery, subject string, sequenced bool) error {
+	if d == nil || d.lose == "" || d.lost || (d.lose == loseRefused && !sequenced) {
+		// A refused retry needs an expected sequence: elsewhere the
+		// retry is a duplicate, answered like a first publish.
+		return nil
+	}
+	d.lost = true
+	w.tracef("%s: answer of the publish of %s lost (%s)", d.owner, d.spec.key, d.lose)
+	if d.lose == loseRefused {
+		return fmt.Errorf("publish %s after ?: %w: nats: wrong last sequence", subject, consumer.ErrGrantMoved)
+	}
+	err := fmt.Errorf("publish %s: %w: %w (last error: nats: timeout)", subject, errLostTimeout, context.DeadlineExceeded)
+	w.lostAnswers[d.spec.key]++
+	w.failed[d.msg.seq]++ // an effect failure, counted as an attempt
+	d.effectErr = err
+	return err
 }
 
 // publishing marks a GRANTS publish of key as an effect of its subject
@@ -87,6 +133,9 @@ func (g grantsSequenced) PublishGrantAfter(ctx context.Context, subject, key str
 	w.calls[key]++
 	w.published[key] = w.clock
 	w.grantMsgs[subject] = append(msgs, consumer.GrantMsg{Seq: uint64(w.clock), Key: key, Header: h.Clone()})
+	if err := w.loseAnswer(w.dels[deliveryOf(ctx)], subject, true); err != nil {
+		return 0, err
+	}
 	return uint64(w.clock), nil
 }
 

@@ -53,6 +53,7 @@ func runProperty(t *testing.T, grantsMemory, sequenced bool) {
 				"race":      w.actRace,
 				"duplicate": w.actDuplicate,
 				"pause":     w.actPause,
+				"late":      w.actLate,
 				"":          w.checkStep,
 			})
 			w.drain(rt)
@@ -69,9 +70,14 @@ var propStrict = flag.Bool("prop.strict", true, "TestProcessorProperty: fail on 
 const (
 	propMaxDeliver = 3
 	propLeaseTTL   = 2 * time.Second
-	provWatermark  = "wm"   // ordering: watermark
-	provNone       = "none" // ordering: none
-	crashedOutcome = "crashed"
+	// propInDoubtWait: JetStream redelivers a crashed delivery within
+	// AckWait, which the model does not bound: wait for it as long as the
+	// model pauses between ordinary steps. A late redelivery (actLate)
+	// comes after it.
+	propInDoubtWait = time.Hour
+	provWatermark   = "wm"   // ordering: watermark
+	provNone        = "none" // ordering: none
+	crashedOutcome  = "crashed"
 )
 
 // Crash steps, in the order the processor passes them.
@@ -150,6 +156,10 @@ type delivery struct {
 	// pauses, in racing deliveries, delay the delivery's store calls, one
 	// each, in virtual time: rapid draws the interleaving.
 	pauses []time.Duration
+	// lose plans the loss of this delivery's GRANTS publish answer
+	// (loseRefused, loseTimeout; "": none); lost says it happened.
+	lose string
+	lost bool
 }
 
 type deliveryID struct{}
@@ -178,6 +188,9 @@ type world struct {
 	applied *memApplied
 	inst    [2]*instance
 	queue   []queued
+	// held are redeliveries that come late (actLate): after the in-doubt
+	// wait, so the subject moved on without them.
+	held    []queued
 	nextSeq uint64
 	trace   []string
 
@@ -189,22 +202,27 @@ type world struct {
 	sequenced bool
 	grantMsgs map[string][]consumer.GrantMsg // sequenced GRANTS, by subject
 
-	mu         sync.Mutex
-	clock      int // orders observations
-	nextID     int
-	dels       map[int]*delivery
-	running    map[string][]*delivery // in Process, by key
-	inflight   map[string]int         // effects running, by mark key
-	attempts   map[string]int         // effect attempts, by key
-	failed     map[uint64]int         // failed effect attempts, by stored message
-	calls      map[string]int         // successful PublishGrant calls, by key
-	published  map[string]int         // deduplicated GRANTS: key -> clock of its first publication
-	committed  map[string]consumer.Mark
-	crashes    map[string]map[string]int // by key, by step
-	decisions  map[string][]*delivery    // settled (not crashed), by key
-	letters    map[string]int            // DLQ, by key
-	delivered  map[string]bool
-	violations []string
+	mu       sync.Mutex
+	clock    int // orders observations
+	nextID   int
+	dels     map[int]*delivery
+	running  map[string][]*delivery // in Process, by key
+	inflight map[string]int         // effects running, by mark key
+	attempts map[string]int         // effect attempts, by key
+	failed   map[uint64]int         // failed effect attempts, by stored message
+	calls    map[string]int         // successful PublishGrant calls, by key
+	// lostAnswers: publishes of the key stored in GRANTS and reported
+	// failed (loseTimeout), by key.
+	lostAnswers map[string]int
+	// lateCrashes: crashed deliveries whose redelivery came late, by key.
+	lateCrashes map[string]int
+	published   map[string]int // deduplicated GRANTS: key -> clock of its first publication
+	committed   map[string]consumer.Mark
+	crashes     map[string]map[string]int // by key, by step
+	decisions   map[string][]*delivery    // settled (not crashed), by key
+	letters     map[string]int            // DLQ, by key
+	delivered   map[string]bool
+	violations  []string
 }
 
 func newWorld(rt *rapid.T, grantsMemory, sequenced bool) *world {
@@ -214,7 +232,7 @@ func newWorld(rt *rapid.T, grantsMemory, sequenced bool) *world {
 		specs: map[string]spec{}, marks: newMemMarks(), applied: newMemApplied(),
 		dels: map[int]*delivery{}, running: map[string][]*delivery{}, inflight: map[string]int{},
 		attempts: map[string]int{}, failed: map[uint64]int{}, calls: map[string]int{}, published: map[string]int{},
-		grantMsgs: map[string][]consumer.GrantMsg{},
+		grantMsgs: map[string][]consumer.GrantMsg{}, lostAnswers: map[string]int{}, lateCrashes: map[string]int{},
 		committed: map[string]consumer.Mark{}, crashes: map[string]map[string]int{},
 		decisions: map[string][]*delivery{}, letters: map[string]int{}, delivered: map[string]bool{},
 	}
@@ -301,10 +319,7 @@ func (w *world) newInstance(slot, gen int, owner string) *instance {
 		slog.New(slog.DiscardHandler), nil, consumer.Options{
 			Owner: owner, MaxDeliver: propMaxDeliver, Backoff: []time.Duration{time.Second},
 			LeaseTTL: propLeaseTTL, Now: time.Now, // the bubble's virtual clock
-			// JetStream redelivers a crashed delivery within AckWait,
-			// which the model does not bound: wait for it as long as the
-			// model may pause.
-			InDoubtWait: time.Hour,
+			InDoubtWait: propInDoubtWait,
 		})
 	consumer.SetCrash(in.proc, func(step, key string) bool {
 		d := in.cur
@@ -332,8 +347,9 @@ func (w *world) actDeliver(rt *rapid.T) {
 	in := w.inst[rapid.IntRange(0, 1).Draw(rt, "instance")]
 	q := w.take(rapid.IntRange(0, len(w.queue)-1).Draw(rt, "message"))
 	d := w.begin(in, q, drawCrash(rt, "crash"))
+	d.lose = w.drawLoss(rt, "lose answer")
 	w.process(in, d)
-	w.settle(in, d, rapid.Bool().Draw(rt, "restart as new owner"))
+	w.settle(in, d, rapid.Bool().Draw(rt, "restart as new owner"), drawLate(rt, d, "late"))
 }
 
 // actRace hands two messages, usually of one subject, to both instances
@@ -357,6 +373,7 @@ func (w *world) actRace(rt *rapid.T) {
 	}
 	d1 := w.begin(w.inst[0], q1, drawCrash(rt, "crash 0"))
 	d2 := w.begin(w.inst[1], q2, drawCrash(rt, "crash 1"))
+	d1.lose, d2.lose = w.drawLoss(rt, "lose answer 0"), w.drawLoss(rt, "lose answer 1")
 	// Lockstep (equal pauses) is the tightest race; rapid shrinks to it.
 	pauses := rapid.SliceOfN(rapid.SampledFrom([]time.Duration{time.Microsecond, 0, 2 * time.Microsecond, 3 * time.Microsecond}), 8, 8)
 	d1.pauses, d2.pauses = pauses.Draw(rt, "pauses 0"), pauses.Draw(rt, "pauses 1")
@@ -364,12 +381,13 @@ func (w *world) actRace(rt *rapid.T) {
 	go func() { defer close(done); w.process(w.inst[1], d2) }()
 	w.process(w.inst[0], d1)
 	<-done
-	w.settle(w.inst[0], d1, rapid.Bool().Draw(rt, "restart 0 as new owner"))
-	w.settle(w.inst[1], d2, rapid.Bool().Draw(rt, "restart 1 as new owner"))
+	w.settle(w.inst[0], d1, rapid.Bool().Draw(rt, "restart 0 as new owner"), drawLate(rt, d1, "late 0"))
+	w.settle(w.inst[1], d2, rapid.Bool().Draw(rt, "restart 1 as new owner"), drawLate(rt, d2, "late 1"))
 }
 
 // actDuplicate stores an already delivered event again (a replay, or a
-// copy beyond the dedup window) or redelivers it as after a lost ack.
+// copy beyond the dedup window) or redelivers it as after a lost ack, now
+// or late (actLate).
 func (w *world) actDuplicate(rt *rapid.T) {
 	var seen []string
 	for _, k := range w.order {
@@ -381,8 +399,72 @@ func (w *world) actDuplicate(rt *rapid.T) {
 		rt.Skip("nothing delivered yet")
 	}
 	k := seen[rapid.IntRange(0, len(seen)-1).Draw(rt, "duplicate of")]
-	w.enqueue(queued{key: k, deliveries: rapid.IntRange(1, 2).Draw(rt, "deliveries")})
+	q := queued{key: k, deliveries: rapid.IntRange(1, 2).Draw(rt, "deliveries")}
+	if rapid.IntRange(0, 2).Draw(rt, "late duplicate") == 0 {
+		w.nextSeq++
+		q.seq = w.nextSeq
+		w.held = append(w.held, q)
+		w.tracef("duplicate %s, late", k)
+		return
+	}
+	w.enqueue(q)
 	w.tracef("duplicate %s", k)
+}
+
+// actLate lets the in-doubt wait pass (a crashed holder's lease and the
+// wait for its redelivery both end, so its subject moves on without it),
+// then a held redelivery comes: a crashed delivery's, or a duplicate's. It
+// then finds its subject's newer events applied, or its own message
+// published after the mark's last commit, which only the reads of GRANTS
+// (seenBy's, and a refused sequenced publish's) can tell.
+func (w *world) actLate(rt *rapid.T) {
+	if len(w.held) == 0 {
+		rt.Skip("nothing held")
+	}
+	w.passInDoubtWait()
+	w.enqueue(w.takeHeld(rapid.IntRange(0, len(w.held)-1).Draw(rt, "held")))
+}
+
+func (w *world) passInDoubtWait() {
+	d := propInDoubtWait + propLeaseTTL
+	time.Sleep(d)
+	w.tracef("pause %s (past the in-doubt wait)", d)
+	// Every crashed holder's redelivery not run yet now comes late.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range slices.Concat(w.queue, w.held) {
+		if w.crashedAfterEffects(q.key) > 0 {
+			w.lateCrashes[q.key]++
+		}
+	}
+}
+
+func (w *world) takeHeld(i int) queued {
+	q := w.held[i]
+	w.held = slices.Delete(w.held, i, i+1)
+	w.tracef("late redelivery of %s (delivery %d)", q.key, q.deliveries)
+	return q
+}
+
+// drawLoss plans, now and then, the loss of a delivery's GRANTS publish
+// answer (loseAnswer), under a rule that remembers applied keys by its
+// GRANTS messages: the processor then reads GRANTS to tell.
+func (w *world) drawLoss(rt *rapid.T, label string) string {
+	if !w.grantsMemory {
+		return ""
+	}
+	switch rapid.IntRange(0, 9).Draw(rt, label) {
+	case 8:
+		return loseRefused
+	case 9:
+		return loseTimeout
+	}
+	return ""
+}
+
+// drawLate decides whether a crashed delivery's redelivery comes late.
+func drawLate(rt *rapid.T, d *delivery, label string) bool {
+	return d.outcome.Decision == crashedOutcome && rapid.IntRange(0, 2).Draw(rt, label) == 0
 }
 
 // actPause lets virtual time pass, so leases left by crashes may expire
@@ -406,6 +488,12 @@ func drawCrash(rt *rapid.T, label string) string {
 // empty: every event is eventually delivered and settles.
 func (w *world) drain(rt *rapid.T) {
 	w.tracef("drain")
+	if len(w.held) > 0 {
+		w.passInDoubtWait()
+		for len(w.held) > 0 {
+			w.enqueue(w.takeHeld(0))
+		}
+	}
 	for i := 0; len(w.queue) > 0; i++ {
 		if i > 200 {
 			rt.Fatalf("stream did not drain: %d messages left after %d deliveries\n%s", len(w.queue), i, w.traceTail())
@@ -413,7 +501,7 @@ func (w *world) drain(rt *rapid.T) {
 		in := w.inst[i%2]
 		d := w.begin(in, w.take(0), "")
 		w.process(in, d)
-		w.settle(in, d, false)
+		w.settle(in, d, false, false)
 		w.checkStep(rt)
 	}
 }
@@ -463,17 +551,20 @@ func (w *world) process(in *instance, d *delivery) {
 }
 
 // settle checks one delivery's outcome and feeds the stream: a nak or a
-// crash means a redelivery with Deliveries+1; a crashed instance is
-// replaced by a fresh process (with a new owner name, or its old one).
-func (w *world) settle(in *instance, d *delivery, newOwner bool) {
+// crash means a redelivery with Deliveries+1 (a crash's, when late, held
+// for actLate); a crashed instance is replaced by a fresh process (with a
+// new owner name, or its old one).
+func (w *world) settle(in *instance, d *delivery, newOwner, late bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.tracef("%s %s %s/%s@%s (delivery %d, crash at %q) -> %s %s", in.owner, d.spec.provider, d.spec.key,
 		d.spec.subject, fmtAt(d.spec), d.msg.deliveries, d.crashStep, d.outcome.Decision, d.outcome.Reason)
 	w.checkDecision(d)
-	switch d.outcome.Decision {
-	case crashedOutcome, consumer.Retry:
-		w.enqueue(queued{key: d.msg.key, seq: d.msg.seq, deliveries: d.msg.deliveries + 1})
+	switch next := (queued{key: d.msg.key, seq: d.msg.seq, deliveries: d.msg.deliveries + 1}); {
+	case d.outcome.Decision == crashedOutcome && late:
+		w.held = append(w.held, next)
+	case d.outcome.Decision == crashedOutcome, d.outcome.Decision == consumer.Retry:
+		w.enqueue(next)
 	}
 	if d.outcome.Decision == crashedOutcome {
 		owner := in.owner
@@ -498,6 +589,13 @@ func (w *world) forward(ctx context.Context, ev consumer.Event) error {
 	s := w.specs[ev.Key]
 	n := w.attempts[ev.Key]
 	w.attempts[ev.Key]++
+	d := w.dels[deliveryOf(ctx)]
+	if _, in := w.published[ev.Key]; in && d != nil && w.grantsMemory && s.provider == provWatermark && d.read != nil && !s.at.After(d.read.At) {
+		// Under a rule that remembers applied keys by its GRANTS messages,
+		// an event not newer than its mark is applied exactly when GRANTS
+		// has it (seenBy): the effects of one it has must not run again.
+		w.violatef("delivery %d of %s (%s) ran its effects again, though in GRANTS and not newer than the mark it read, %s", d.id, ev.Key, fmtAt(s), fmtMark(*d.read))
+	}
 	var err error
 	switch {
 	case s.poison:
@@ -508,7 +606,7 @@ func (w *world) forward(ctx context.Context, ev consumer.Event) error {
 	if err != nil {
 		w.failed[ev.Seq]++
 	}
-	if d := w.dels[deliveryOf(ctx)]; d != nil {
+	if d != nil {
 		d.effectErr = err
 	}
 	return err
