@@ -388,7 +388,7 @@ func (w *world) newerPublished(s spec, clock int) bool {
 // (newer and older events go on as if k had not applied), and if it ends
 // dead-lettered GRANTS cannot take it back (w.mu held).
 func (w *world) limitation(k string) bool {
-	if w.crashes[k][stepAfterEffects] == 0 && w.lostAnswers[k] == 0 {
+	if w.crashedUncommitted(k) == 0 && w.lostAnswers[k] == 0 {
 		return false
 	}
 	pubAt, ok := w.published[k]
@@ -420,7 +420,7 @@ func (w *world) inDoubtNewer(o spec) bool {
 	if w.committed[o.markKey()].At.Before(o.at) && !w.sequenced && w.lostAnswers[o.key]+w.lateCrashes[o.key] > 0 {
 		return true
 	}
-	uncommitted := w.crashes[o.key][stepAfterEffects] > 0 && w.committed[o.markKey()].At.Before(o.at)
+	uncommitted := w.crashedUncommitted(o.key) > 0 && w.committed[o.markKey()].At.Before(o.at)
 	return uncommitted && (w.limitation(o.key) || w.tolerated(knownInDoubt, &delivery{spec: o}))
 }
 
@@ -441,6 +441,15 @@ func (w *world) excused(k string) bool {
 		}
 	}
 	return false
+}
+
+// crashedUncommitted counts the crashes of key's holders between its
+// publish and its commit: after the effects, or after remembering the
+// key, which under GRANTS memory remembers nothing more. A takeover of the
+// lease settles them, but after the in-doubt wait another event may have
+// taken the lease first (w.mu held).
+func (w *world) crashedUncommitted(key string) int {
+	return w.crashes[key][stepAfterEffects] + w.crashes[key][stepAfterRemember]
 }
 
 func (w *world) crashedAfterEffects(key string) int {

@@ -86,6 +86,7 @@ var (
 	stepAfterEffects   = consumer.CrashSteps[1]
 	stepAfterWatermark = consumer.CrashSteps[2]
 	stepBeforeAck      = consumer.CrashSteps[3]
+	stepAfterRemember  = consumer.CrashSteps[4]
 )
 
 // spec is what one idempotency key stands for: the same key always maps to
