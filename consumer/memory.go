@@ -92,38 +92,42 @@ func (p *Processor) seen(ctx context.Context, ev Event) (bool, error) {
 // where it can. An event of the mark's own instant, under a rule that
 // publishes the sequenced way, was applied when the mark keeps its key
 // (committed), or when its message is among those published on its GRANTS
-// subject since the mark's last commit there (a holder that stopped before
-// committing): every message published there before that sequence was
-// committed, or taken into the mark by the publish that found it
-// (sequenced.go). That reads what is usually no message, where seen reads
-// every message of the GRANTS subject since the event came in, one
-// request each: with events of one subject sharing an instant (occurred_at
-// in whole seconds, a busy subject) each cost as many requests as the
-// subject had messages in the last minutes (300 events of one subject at
-// one instant: applied at about 140 a second). Older events still need
-// seen: their messages were committed long ago.
-func (p *Processor) seenBy(ctx context.Context, ev Event, rule Rule, mark *Mark) (bool, error) {
+// subject since the mark's last commit there (uncommitted: a holder that
+// published it and stopped or failed before committing): every message
+// published there before that sequence was committed, or taken into the
+// mark by the publish that found it (sequenced.go). That reads what is
+// usually no message, where seen reads every message of the GRANTS
+// subject since the event came in, one request each: with events of one
+// subject sharing an instant (occurred_at in whole seconds, a busy
+// subject) each cost as many requests as the subject had messages in the
+// last minutes (300 events of one subject at one instant: applied at
+// about 140 a second). Older events still need seen: their messages were
+// committed long ago.
+func (p *Processor) seenBy(ctx context.Context, ev Event, rule Rule, mark *Mark) (seen, uncommitted bool, err error) {
 	if mark == nil || !ev.OccurredAt.Equal(mark.At) || p.memory[ev.Provider] == nil {
-		return p.seen(ctx, ev)
+		seen, err = p.seen(ctx, ev)
+		return seen, false, err
 	}
 	if slices.Contains(mark.Keys, ev.Key) {
-		return true, nil
+		return true, false, nil
 	}
 	sg := sequencedOf(rule)
 	if sg == nil {
-		return p.seen(ctx, ev)
+		seen, err = p.seen(ctx, ev)
+		return seen, false, err
 	}
 	subj := RenderSubject(sg.tmpl, ev)
 	after, ok := mark.Grants[subj]
 	if !ok {
 		// Not kept (maxMarkGrants): nothing tells where the commits end.
-		return p.seen(ctx, ev)
+		seen, err = p.seen(ctx, ev)
+		return seen, false, err
 	}
 	found := false
-	err := sg.store.ScanGrants(ctx, subj, after, time.Time{}, math.MaxUint64, func(g GrantMsg) {
+	err = sg.store.ScanGrants(ctx, subj, after, time.Time{}, math.MaxUint64, func(g GrantMsg) {
 		found = found || g.Key == ev.Key
 	})
-	return found, err
+	return found, found, err
 }
 
 // grantsSince is where a search of GRANTS for ev starts.

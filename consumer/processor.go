@@ -2,9 +2,11 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -259,7 +261,7 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 // done is false when the key is not there. mark, when not nil, is the
 // subject's mark as just read (seenBy).
 func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule, mark *Mark) (Outcome, bool) {
-	seen, err := p.seenBy(ctx, m.Event, rule, mark)
+	seen, uncommitted, err := p.seenBy(ctx, m.Event, rule, mark)
 	if err != nil {
 		return p.retry(m, fmt.Errorf("read applied keys: %w", err), false), true
 	}
@@ -278,7 +280,57 @@ func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule, mar
 		p.record(m.Event, event.DecisionApplied, "")
 		return p.ack(ctx, m, Outcome{Decision: Applied}), true
 	}
+	if uncommitted {
+		if out, done := p.adoptOwn(ctx, m); done {
+			return out, true
+		}
+	}
 	return p.ack(ctx, m, Outcome{Decision: AlreadyApplied}), true
+}
+
+// adoptOwn settles an event of its mark's instant whose sequenced publish
+// is in GRANTS after the mark's last commit there (seenBy), with no lease
+// naming it (settleOwn): a delivery published it and then failed before
+// committing (the publish's answer lost past its deadline; or it stopped,
+// and another event's lease replaced its own), so nobody recorded it
+// applied, and its redelivery is another delivery (not
+// Message.effectsRan). It takes the event into the mark (a lease left by
+// a holder gone stays; a live one's holder is waited for) and records it
+// applied, once: a commit that took it in first (a publish that found it,
+// which records it) leaves it in the mark's keys. done is false when the
+// mark moved on meanwhile: a newer event's publish on the same GRANTS
+// subject found it and recorded it, or, published elsewhere, left it
+// unrecorded (a gap left open).
+func (p *Processor) adoptOwn(ctx context.Context, m *Message) (Outcome, bool) {
+	ev := m.Event
+	key := LeaseKey(ev)
+	for {
+		mark, rev, err := p.readMark(ctx, key)
+		if err != nil {
+			return p.retry(m, fmt.Errorf("read watermark: %w", err), false), true
+		}
+		if !ev.OccurredAt.Equal(mark.At) || slices.Contains(mark.Keys, ev.Key) {
+			return Outcome{}, false
+		}
+		if l := mark.Lease; l != nil && p.leaseLive(l, p.opts.Now()) {
+			// Another instance applies an event of the subject: its
+			// commit or release is a compare-and-set this write would
+			// make fail. Come back after it (its publish may find this
+			// event and record it).
+			out := p.retry(m, fmt.Errorf("subject held by the lease of %s", l.Owner), false)
+			out.transient = false
+			p.waitAtHead(m, "")
+			return out, true
+		}
+		if _, err := p.putMark(ctx, key, takeIn(mark, ev), rev); err != nil {
+			if errors.Is(err, ErrConflict) {
+				continue
+			}
+			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false), true
+		}
+		p.record(ev, event.DecisionApplied, adoptedReason)
+		return p.ack(ctx, m, Outcome{Decision: Applied, Reason: adoptedReason}), true
+	}
 }
 
 // panicked handles a panic while deciding or applying m (a bug, in hookgate

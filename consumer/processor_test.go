@@ -44,6 +44,19 @@ func (a *auditLog) count(decision string) int {
 	return n
 }
 
+// of returns the records of key with decision.
+func (a *auditLog) of(key, decision string) []event.AuditRecord {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []event.AuditRecord
+	for _, r := range a.recs {
+		if r.Key == key && r.Decision == decision {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // ev is an event as the gateway would store it.
 type ev struct {
 	key, subject, occurred, typ string

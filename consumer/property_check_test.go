@@ -80,7 +80,12 @@ func (w *world) checkDecision(d *delivery) {
 			// event's whose holder stopped, and this publish, refused,
 			// found both and took that one in.
 			overtaken := w.sequenced && d.wrote != nil && d.wrote.At.After(s.at) && w.publishedAfter(s, d.clock)
-			if d.wrote == nil || d.wrote.Lease != nil ||
+			// Or found after the mark's last commit on its GRANTS subject
+			// (an earlier attempt published it and failed): taken into the
+			// mark beside whatever lease another holder has there.
+			adopted := w.sequenced && strings.HasPrefix(out.Reason, "found in GRANTS") && d.wrote != nil &&
+				(d.wrote.Lease == nil || d.wrote.Lease.Key != s.key)
+			if d.wrote == nil || d.wrote.Lease != nil && !adopted ||
 				!overtaken && (!d.wrote.At.Equal(s.at) || !slices.Contains(d.wrote.Keys, s.key)) {
 				fail("committed watermark %s, want %s with the key and no lease", fmtMarkPtr(d.wrote), fmtAt(s))
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -67,8 +68,10 @@ func TestSequencedSameInstantNeedsNoSearch(t *testing.T) {
 // before committing; after its lease and the in-doubt wait, k3 of the same
 // instant but another type (another GRANTS subject, so its publish does not
 // meet k2's message) applies and commits. k2's redelivery finds its message
-// after the mark's last commit on its GRANTS subject: already applied, not
-// published again.
+// after the mark's last commit on its GRANTS subject: applied (by the
+// stopped holder), not published again, and recorded applied once, since
+// nobody had (it was decided already-applied with no record until the
+// property test's lost answers found the gap).
 func TestSequencedSameInstantInDoubtFoundAfterTheCommits(t *testing.T) {
 	s := newSeqEnv(t)
 	fx := &walkCounter{Effects: jetstream.NewEffects(s.env.Conn)}
@@ -89,8 +92,14 @@ func TestSequencedSameInstantInDoubtFoundAfterTheCommits(t *testing.T) {
 		t.Fatalf("mark after k3: %+v, want k1 and k3 at the instant, no lease", m)
 	}
 	before := fx.count()
-	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.AlreadyApplied {
-		t.Fatalf("k2's redelivery: %+v, want already-applied (its message is in GRANTS)", out)
+	if out := s.deliver(t, b, k2, 2); out.Decision != consumer.Applied {
+		t.Fatalf("k2's redelivery: %+v, want applied (its message is in GRANTS, never recorded)", out)
+	}
+	if out := s.deliver(t, b, k2, 3); out.Decision != consumer.AlreadyApplied {
+		t.Fatalf("k2's next redelivery: %+v, want already-applied", out)
+	}
+	if recs := audit.of("k2", event.DecisionApplied); len(recs) != 1 || !strings.HasPrefix(recs[0].Reason, "found in GRANTS") {
+		t.Fatalf("AUDIT applied records of k2: %+v, want one, found in GRANTS", recs)
 	}
 	if w := fx.count() - before; w != 0 {
 		t.Fatalf("k2's redelivery searched GRANTS by time %d times, want the mark's sequence to tell", w)
