@@ -129,43 +129,52 @@ type SourceOptions struct {
 	// InProgress before it is redelivered.
 	AckWait time.Duration
 	// Log (nil: none) gets the pull's errors it recovers from by itself
-	// (missed heartbeats, "no responders", a leader change) at debug.
+	// ("no responders", a leader change) at debug; one that ends the pull
+	// (the durable consumer deleted, the connection closed) Next returns.
 	Log *slog.Logger
 }
 
-// pullExpiry is how long each pull request waits at the server, and
-// pullHeartbeat how often the server says a waiting one is alive. A pull
-// request sent while the consumer has no leader (its leader's node lost)
-// gets no answer at all, or a "no responders" that nats.go takes as
-// nothing to do: it pulls again after two missed heartbeats. At nats.go's
-// defaults (30 s, 15 s) such a stall lasted up to 30 s; now it lasts up to
-// 2 s after the consumer has a leader again, for one pull request every
-// 5 s and one heartbeat a second while idle. The heartbeats are not
-// watched while a delivery waits for Next (busy workers are not a dead
-// pull).
-const (
-	pullExpiry    = 5 * time.Second
-	pullHeartbeat = time.Second
-)
+// pullExpiry is how long each pull request waits at the server. Short, so
+// that a pull is never cut off while deliveries may be on their way (its
+// deliveries would be lost in transit until the ack wait): at a stop the
+// source lets the current one end by itself. A pull request that dies
+// unanswered (its consumer leader's node lost, a reconnect) ends on the
+// client a second after its expiry; one answered "no responders" (no
+// leader reachable) at once, and the source then waits for the consumer's
+// leader to answer (awaitPullResponder) before it pulls again. The cost
+// while idle: one pull request and its timeout a second.
+const pullExpiry = time.Second
 
-// Source delivers WEBHOOKS events from the durable consumer: nats.go's
-// Consume hands each delivery to a callback that waits until Next takes
-// it, so what the source fetched waits in nats.go's subscription queue,
-// which never drops. (Its message iterator, used before, kept deliveries
-// in a channel as large as its prefetch, heartbeats and pull timeouts
-// included, and dropped a delivery when that overflowed: one that
-// arrived after heartbeats while every worker was busy came back only
-// after the ack wait, when newer events of its subject had applied and
-// turned it stale.)
+// pullPause spaces pulls that fail at once (a connection reconnecting, an
+// unexpected error), so they do not spin.
+const pullPause = 250 * time.Millisecond
+
+// Source delivers WEBHOOKS events from the durable consumer. Its own
+// goroutine pulls one batch of up to prefetch deliveries at a time
+// (nats.go's Fetch, whose buffer holds a whole batch beside the pull's
+// status messages) and hands each to Next; the next batch is asked for
+// once Next has taken the last. So the deliveries fetched and not yet
+// taken are at most prefetch, none is dropped between NATS and Next, and
+// a stop loses none in transit (it waits for the pull to end). (nats.go's message iterator, used before, kept
+// deliveries in a channel as large as its prefetch, heartbeats included,
+// and dropped one when that overflowed while every worker was busy; its
+// Consume, tried next, drops past 64 MB queued and pulled a whole batch
+// again every 2 s after a reconnect while its callback waited (review C).
+// A dropped delivery came back only after the ack wait, when newer events
+// of its subject had applied and turned it stale.)
 type Source struct {
-	cons js.Consumer
-	cc   js.ConsumeContext
-	// deliveries is unbuffered: the callback blocks until Next or Unread
-	// takes its delivery, or until halt.
+	cons     js.Consumer
+	nc       *nats.Conn
+	pullSubj string
+	prefetch int
+	log      *slog.Logger
+	// deliveries is unbuffered: the pull loop hands each delivery over.
 	deliveries chan js.Msg
-	halt       chan struct{}
-	haltOnce   sync.Once
-	nc         *nats.Conn
+	stop       context.CancelFunc
+	ended      chan struct{} // closed when the pull loop has returned
+	mu         sync.Mutex
+	cause      error    // why the pull loop ended by itself (nil: Stop, Unread)
+	kept       []js.Msg // fetched and not handed over when it was stopped
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -189,34 +198,119 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if err != nil {
 		return nil, err
 	}
-	awaitPullResponder(ctx, c.JS.Conn(), pullSubject(StreamWebhooks, DurableApply), pullExpiry)
+	pullSubj := pullSubject(StreamWebhooks, DurableApply)
+	awaitPullResponder(ctx, c.JS.Conn(), pullSubj, pullExpiry)
 	prefetch := o.Prefetch
 	if prefetch <= 0 {
 		prefetch = max(o.MaxAckPending/4, 16)
 	}
-	s := &Source{cons: cons, deliveries: make(chan js.Msg), halt: make(chan struct{}), nc: c.JS.Conn()}
-	cc, err := cons.Consume(s.take, js.PullMaxMessages(prefetch), js.PullExpiry(pullExpiry), js.PullHeartbeat(pullHeartbeat),
-		// Errors the pull recovers from by itself; a deleted consumer
-		// closes cc, which Next reports.
-		js.ConsumeErrHandler(func(_ js.ConsumeContext, err error) {
-			if o.Log != nil {
-				o.Log.Debug("consumer pull", slog.String("error", err.Error()))
-			}
-		}))
-	if err != nil {
-		return nil, classify("pull", err)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	s.cc = cc
+	lctx, stop := context.WithCancel(context.Background())
+	s := &Source{cons: cons, nc: c.JS.Conn(), pullSubj: pullSubj, prefetch: prefetch, log: log,
+		deliveries: make(chan js.Msg), stop: stop, ended: make(chan struct{})}
+	go s.pull(lctx)
 	return s, nil
 }
 
-// take is the Consume callback: it waits until Next (or Unread) takes msg.
-// After Stop it leaves msg unsettled: it comes back after the ack wait.
-func (s *Source) take(msg js.Msg) {
-	select {
-	case s.deliveries <- msg:
-	case <-s.halt:
+// pull fetches batches and hands their deliveries to Next until ctx ends or
+// the pull cannot go on (the durable consumer deleted, the connection
+// closed: s.cause).
+func (s *Source) pull(ctx context.Context) {
+	defer close(s.ended)
+	for ctx.Err() == nil {
+		b, err := s.cons.Fetch(s.prefetch, js.FetchMaxWait(pullExpiry))
+		if err == nil {
+			if !s.handOut(ctx, b) {
+				return
+			}
+			err = b.Error()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil:
+			// The batch is complete or the pull expired: pull again.
+		case errors.Is(err, js.ErrConsumerDeleted), errors.Is(err, nats.ErrConnectionClosed), s.nc.IsClosed():
+			s.end(err)
+			return
+		case errors.Is(err, nats.ErrNoResponders):
+			// No leader answered: the consumer may be gone (deleted while
+			// no pull waited, so no 409 told), else its leader is moving.
+			s.log.Debug("consumer pull", slog.String("error", err.Error()))
+			if s.gone(ctx) {
+				return
+			}
+			awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
+		default:
+			s.log.Debug("consumer pull", slog.String("error", err.Error()))
+			select {
+			case <-ctx.Done():
+			case <-time.After(pullPause):
+			}
+		}
 	}
+}
+
+// handOut gives b's deliveries to Next, in order; false when ctx ended
+// first: the rest of b, up to the end of its pull (pullExpiry at most),
+// is kept for Unread.
+func (s *Source) handOut(ctx context.Context, b js.MessageBatch) bool {
+	for msg := range b.Messages() {
+		select {
+		case s.deliveries <- msg:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.kept = append(s.kept, msg)
+			s.mu.Unlock()
+			for msg := range b.Messages() {
+				s.mu.Lock()
+				s.kept = append(s.kept, msg)
+				s.mu.Unlock()
+			}
+			return false
+		}
+	}
+	return true
+}
+
+// gone reports whether the durable consumer no longer exists (and ends the
+// source with that cause). The answer to that is immediate; a consumer
+// without a leader (being elected) does not answer, and its wait is kept
+// short: the leader is what the source waits for next.
+func (s *Source) gone(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(ctx, goneWait)
+	defer cancel()
+	_, err := s.cons.Info(ictx)
+	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
+		s.end(err)
+		return true
+	}
+	return false
+}
+
+// goneWait bounds gone's question.
+const goneWait = 500 * time.Millisecond
+
+// end records why the pull loop ends by itself.
+func (s *Source) end(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cause = err
+}
+
+// closed is Next's error once the pull loop has ended: wrapping
+// js.ErrMsgIteratorClosed and its cause, if any.
+func (s *Source) closed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cause == nil {
+		return js.ErrMsgIteratorClosed
+	}
+	return fmt.Errorf("%w: durable consumer %s on %s: %w", js.ErrMsgIteratorClosed, DurableApply, StreamWebhooks, s.cause)
 }
 
 // pullSubject is where a consumer's pull requests go; only the consumer's
@@ -234,13 +328,12 @@ var pullProbe = []byte("{")
 // created in a cluster answers its creation from its new leader before
 // the leader's interest in its pull subject has reached every server: a
 // pull request sent through another server in that window is answered
-// "no responders", which nats.go's message iterator takes as nothing to
-// do, and it pulls again only after two missed heartbeats (pullExpiry).
-// Measured on a 3-node cluster: 4 of 300 creations answered a request
-// sent right after them with "no responders"; in a CI run the instance
-// holding the consumer lock applied nothing for its first 3 s, and was
-// killed so. Past bound the pull goes ahead anyway (the heartbeats then
-// recover it), so this never fails a start.
+// "no responders" (nats.go's message iterator, used before, then waited
+// for two missed heartbeats, 5 s). Measured on a 3-node cluster: 8 of 300
+// pulls sent right after a creation got "no responders", 0 of 300 after
+// this wait; in a CI run the instance holding the consumer lock applied
+// nothing for its first 3 s, and was killed so. Past bound the pull goes
+// ahead anyway, so this never fails a start.
 func awaitPullResponder(ctx context.Context, nc *nats.Conn, subject string, bound time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -273,48 +366,39 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
-// Stop ends pulling; Next then returns an error.
-func (s *Source) Stop() {
-	s.cc.Stop()
-	s.haltOnce.Do(func() { close(s.halt) })
-}
+// Stop ends pulling; Next then returns an error. Deliveries fetched and
+// not taken come back after the ack wait.
+func (s *Source) Stop() { s.stop() }
 
-// unreadWait bounds the wait for the end of the subscription in Unread.
-const unreadWait = time.Second
+// unreadWait bounds Unread's wait for the pull loop to end.
+const unreadWait = 5 * time.Second
 
 // Unread implements consumer.Unreader: it stops pulling and returns the
 // deliveries already received that Next has not returned (they would
 // otherwise wait out the ack wait), oldest first. Next returns an error
 // afterwards.
 func (s *Source) Unread() []*consumer.Message {
-	s.cc.Drain()
+	s.stop()
+	select {
+	case <-s.ended:
+	case <-time.After(unreadWait):
+	}
+	s.mu.Lock()
+	kept := s.kept
+	s.kept = nil
+	s.mu.Unlock()
 	var out []*consumer.Message
-	keep := func(msg js.Msg) {
+	for _, msg := range kept {
 		if m, ok := s.message(msg); ok {
 			out = append(out, m)
 		}
 	}
-	// Drain hands what nats.go holds to the callback, then closes.
-	bound := time.NewTimer(unreadWait)
-	defer bound.Stop()
-	for done := false; !done; {
-		select {
-		case msg := <-s.deliveries:
-			keep(msg)
-			bound.Reset(unreadWait)
-		case <-s.cc.Closed():
-			done = true
-		case <-bound.C:
-			done = true
-		}
-	}
-	s.haltOnce.Do(func() { close(s.halt) })
 	return out
 }
 
-// Next blocks until a message arrives or ctx ends; after the pull ended
-// (Stop, Unread, the durable consumer deleted) it returns
-// js.ErrMsgIteratorClosed.
+// Next blocks until a message arrives or ctx ends; once the pull has ended
+// (Stop, Unread, the durable consumer deleted, the connection closed) it
+// returns an error wrapping js.ErrMsgIteratorClosed and the cause.
 func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 	for {
 		select {
@@ -322,10 +406,8 @@ func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 			if m, ok := s.message(msg); ok {
 				return m, nil
 			}
-		case <-s.halt:
-			return nil, js.ErrMsgIteratorClosed
-		case <-s.cc.Closed():
-			return nil, js.ErrMsgIteratorClosed
+		case <-s.ended:
+			return nil, s.closed()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

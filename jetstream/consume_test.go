@@ -334,13 +334,14 @@ func TestRedeliverOutstanding(t *testing.T) {
 }
 
 // While the consumer does not ask for its next delivery (every worker
-// busy), the source's waiting pull requests get heartbeats; deliveries
-// arriving after them must not be dropped. nats.go's message iterator
-// buffers them in a channel as large as its prefetch, heartbeats
-// included, and dropped a delivery when it overflowed ("slow consumer"),
-// which came back only after the ack wait, when newer events of its
-// subject had applied and turned it stale.
-func TestSourceDropsNothingAfterHeartbeatsWhileIdle(t *testing.T) {
+// busy), the source's waiting pull requests get status messages
+// (heartbeats, timeouts); deliveries arriving after them must not be
+// dropped. nats.go's message iterator, used before, buffered them in a
+// channel as large as its prefetch, status messages included, and dropped
+// a delivery when it overflowed ("slow consumer"), which came back only
+// after the ack wait, when newer events of its subject had applied and
+// turned it stale.
+func TestSourceDropsNothingAfterStatusMessagesWhileIdle(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
 	nc := env.Conn.JS.Conn()
@@ -385,13 +386,13 @@ func TestSourceDropsNothingAfterHeartbeatsWhileIdle(t *testing.T) {
 			t.Fatal("no delivery of the first ten within 10 s")
 		}
 	}
-	// Heartbeats (the only messages this connection gets now) arrive
-	// while nobody asks for a delivery.
+	// Status messages (the only messages this connection gets now)
+	// arrive while nobody asks for a delivery.
 	before := nc.Stats().InMsgs
 	deadline := time.Now().Add(20 * time.Second)
 	for nc.Stats().InMsgs < before+2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no two heartbeats within 20 s (messages in: %d)", nc.Stats().InMsgs-before)
+			t.Fatalf("no two status messages within 20 s (messages in: %d)", nc.Stats().InMsgs-before)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -401,6 +402,6 @@ func TestSourceDropsNothingAfterHeartbeatsWhileIdle(t *testing.T) {
 		got++
 	}
 	if got != 15 || slow.Load() != 0 {
-		t.Fatalf("after the heartbeats: %d of 15 deliveries within 10 s each, %d slow-consumer drops", got, slow.Load())
+		t.Fatalf("after the status messages: %d of 15 deliveries within 10 s each, %d slow-consumer drops", got, slow.Load())
 	}
 }
