@@ -266,25 +266,41 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 // doing it twice is harmless) and release the subject. done reports that
 // it decided the delivery (applied now, or a retry).
 func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
-	ev := m.Event
-	key := LeaseKey(ev)
+	return p.commitApplied(ctx, m, "", func(mark Mark) (Mark, *Outcome) {
+		if mark.Lease == nil || mark.Lease.Key != m.Event.Key {
+			return Mark{}, nil
+		}
+		return advance(mark, m.Event, rule.Watermark), &Outcome{}
+	})
+}
+
+// commitApplied records m applied (with reason) once a compare-and-set of
+// its subject's mark with what next makes of the mark read succeeds; it
+// reads again on a conflict. next returns a nil outcome when m is not to
+// be settled here (done false), or a decided one (a wait) to return
+// without writing when it has a decision.
+func (p *Processor) commitApplied(ctx context.Context, m *Message, reason string, next func(Mark) (Mark, *Outcome)) (Outcome, bool) {
+	key := LeaseKey(m.Event)
 	for {
 		mark, rev, err := p.readMark(ctx, key)
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read watermark: %w", err), false), true
 		}
-		if mark.Lease == nil || mark.Lease.Key != ev.Key {
+		write, out := next(mark)
+		switch {
+		case out == nil:
 			return Outcome{}, false
+		case out.Decision != "":
+			return *out, true
 		}
-		next := advance(mark, ev, rule.Watermark)
-		if _, err := p.putMark(ctx, key, next, rev); err != nil {
+		if _, err := p.putMark(ctx, key, write, rev); err != nil {
 			if errors.Is(err, ErrConflict) {
 				continue
 			}
 			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false), true
 		}
-		p.record(ev, event.DecisionApplied, "")
-		return p.ack(ctx, m, Outcome{Decision: Applied}), true
+		p.record(m.Event, event.DecisionApplied, reason)
+		return p.ack(ctx, m, Outcome{Decision: Applied, Reason: reason}), true
 	}
 }
 

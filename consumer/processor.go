@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -303,14 +302,9 @@ func (p *Processor) checkApplied(ctx context.Context, m *Message, rule Rule, mar
 // unrecorded (a gap left open).
 func (p *Processor) adoptOwn(ctx context.Context, m *Message) (Outcome, bool) {
 	ev := m.Event
-	key := LeaseKey(ev)
-	for {
-		mark, rev, err := p.readMark(ctx, key)
-		if err != nil {
-			return p.retry(m, fmt.Errorf("read watermark: %w", err), false), true
-		}
+	return p.commitApplied(ctx, m, adoptedReason, func(mark Mark) (Mark, *Outcome) {
 		if !ev.OccurredAt.Equal(mark.At) || slices.Contains(mark.Keys, ev.Key) {
-			return Outcome{}, false
+			return Mark{}, nil
 		}
 		if l := mark.Lease; l != nil && p.leaseLive(l, p.opts.Now()) {
 			// Another instance applies an event of the subject: its
@@ -320,17 +314,10 @@ func (p *Processor) adoptOwn(ctx context.Context, m *Message) (Outcome, bool) {
 			out := p.retry(m, fmt.Errorf("subject held by the lease of %s", l.Owner), false)
 			out.transient = false
 			p.waitAtHead(m, "")
-			return out, true
+			return Mark{}, &out
 		}
-		if _, err := p.putMark(ctx, key, takeIn(mark, ev), rev); err != nil {
-			if errors.Is(err, ErrConflict) {
-				continue
-			}
-			return p.retry(m, fmt.Errorf("commit watermark: %w", err), false), true
-		}
-		p.record(ev, event.DecisionApplied, adoptedReason)
-		return p.ack(ctx, m, Outcome{Decision: Applied, Reason: adoptedReason}), true
-	}
+		return takeIn(mark, ev), &Outcome{}
+	})
 }
 
 // panicked handles a panic while deciding or applying m (a bug, in hookgate
