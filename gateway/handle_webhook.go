@@ -321,14 +321,15 @@ const (
 
 // storedHeaders is the header set stored with the event: the request's
 // headers minus credentials, hop-by-hop ones and anything that would steer
-// JetStream (Nats-*) or impersonate hookgate (Hookgate-*), plus the
-// Hookgate-* headers with the extracted raw values.
+// JetStream (Nats-*; Status and Description with an empty body) or
+// impersonate hookgate (Hookgate-*), plus the Hookgate-* headers with the
+// extracted raw values.
 func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload, k DerivedKey, now time.Time) (map[string][]string, error) {
 	h := make(map[string][]string, len(in)+7)
 	hop := hopHeaders(in)
 	size := 0
 	for name, vals := range in {
-		if dropHeader(name, hop) {
+		if dropHeader(name, hop) || len(pl.body) == 0 && statusHeader(name) {
 			continue
 		}
 		for _, v := range vals {
@@ -413,6 +414,15 @@ func dropHeader(name string, hop map[string]bool) bool {
 		return true
 	}
 	return hasPrefixFold(name, "proxy-") || hasPrefixFold(name, "nats-") || hasPrefixFold(name, "hookgate-")
+}
+
+// statusHeader reports the headers NATS gives a message without payload
+// as a status: stored with an empty body, a request's "Status: 408" made
+// nats.go's pull take the event for a pull timeout and never hand it over
+// ("Status: 409" with "Description: Consumer Deleted" ended the consumer's
+// pull; review F). They are not stored with an empty body.
+func statusHeader(name string) bool {
+	return strings.EqualFold(name, "Status") || strings.EqualFold(name, "Description")
 }
 
 // hasPrefixFold is strings.HasPrefix ignoring ASCII case, without the

@@ -425,3 +425,50 @@ func mustConfig(t *testing.T, yaml string) *config.Config {
 	}
 	return cfg
 }
+
+// A request's Status and Description headers are not stored with an empty
+// body: NATS gives a message without payload and with those headers as a
+// status, and nats.go's pull took such an event for a pull timeout (or a
+// deleted consumer) and never handed it over (review F). With a body they
+// are stored like any other header.
+func TestStoredHeadersNoStatusWithEmptyBody(t *testing.T) {
+	srv, env, _ := newGateway(t, `
+  r:
+    signature: { scheme: hmac-sha256, header: X-Sig, secrets: ["`+testSecret+`"] }
+    event_id: ["header:X-Event-Id"]
+`)
+	for i, body := range []string{"", "a=1"} {
+		h := signed(t, body)
+		h.Set("X-Event-Id", fmt.Sprint("e", i))
+		h.Set("Content-Type", "text/plain")
+		h.Set("Status", "408")
+		h.Set("Description", "Consumer Deleted")
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/r", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = h
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("body %q: status %d", body, resp.StatusCode)
+		}
+		m, err := jetstream.GetMsg(t.Context(), env.Conn, jetstream.StreamWebhooks, uint64(i+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus := ""
+		if body != "" {
+			wantStatus = "408"
+		}
+		if got := m.Header.Get("Status"); got != wantStatus || m.Header.Get("X-Event-Id") != fmt.Sprint("e", i) {
+			t.Errorf("body %q: stored Status %q (want %q), X-Event-Id %q", body, got, wantStatus, m.Header.Get("X-Event-Id"))
+		}
+		if got := m.Header.Get("Description"); (got != "") != (body != "") {
+			t.Errorf("body %q: stored Description %q", body, got)
+		}
+	}
+}

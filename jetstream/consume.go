@@ -155,7 +155,8 @@ const pullPause = 250 * time.Millisecond
 // status messages) and hands each to Next; the next batch is asked for
 // once Next has taken the last. So the deliveries fetched and not yet
 // taken are at most prefetch, none is dropped between NATS and Next, and
-// a stop loses none in transit (it waits for the pull to end). (nats.go's message iterator, used before, kept
+// a stop loses none in transit (Unread waits for the pull to end, up to
+// unreadWait; what comes after is handed back at once). (nats.go's message iterator, used before, kept
 // deliveries in a channel as large as its prefetch, heartbeats included,
 // and dropped one when that overflowed while every worker was busy; its
 // Consume, tried next, drops past 64 MB queued and pulled a whole batch
@@ -175,6 +176,7 @@ type Source struct {
 	mu         sync.Mutex
 	cause      error    // why the pull loop ended by itself (nil: Stop, Unread)
 	kept       []js.Msg // fetched and not handed over when it was stopped
+	unread     bool     // Unread has taken kept
 }
 
 // OpenSource creates or updates the durable consumer and starts pulling.
@@ -221,6 +223,16 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 func (s *Source) pull(ctx context.Context) {
 	defer close(s.ended)
 	for ctx.Err() == nil {
+		if st := s.nc.Status(); st != nats.CONNECTED && st != nats.CLOSED {
+			// nats.go's Fetch leaves its inbox subscribed when the pull's
+			// publish fails, as it does at once while reconnecting
+			// (review F: one subscription per try).
+			select {
+			case <-ctx.Done():
+			case <-time.After(pullPause):
+			}
+			continue
+		}
 		b, err := s.cons.Fetch(s.prefetch, js.FetchMaxWait(pullExpiry))
 		if err == nil {
 			if !s.handOut(ctx, b) {
@@ -256,25 +268,35 @@ func (s *Source) pull(ctx context.Context) {
 }
 
 // handOut gives b's deliveries to Next, in order; false when ctx ended
-// first: the rest of b, up to the end of its pull (pullExpiry at most),
-// is kept for Unread.
+// first: the rest of b, up to the end of its pull (its expiry, or nats.go's
+// idle second after the last message when no timeout comes), is kept for
+// Unread.
 func (s *Source) handOut(ctx context.Context, b js.MessageBatch) bool {
 	for msg := range b.Messages() {
 		select {
 		case s.deliveries <- msg:
 		case <-ctx.Done():
-			s.mu.Lock()
-			s.kept = append(s.kept, msg)
-			s.mu.Unlock()
+			s.keep(msg)
 			for msg := range b.Messages() {
-				s.mu.Lock()
-				s.kept = append(s.kept, msg)
-				s.mu.Unlock()
+				s.keep(msg)
 			}
 			return false
 		}
 	}
 	return true
+}
+
+// keep holds msg for Unread; after Unread has returned (it gave up waiting
+// for the pull loop) it hands msg back at once instead, so it does not wait
+// out the ack wait.
+func (s *Source) keep(msg js.Msg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unread {
+		_ = msg.Nak()
+		return
+	}
+	s.kept = append(s.kept, msg)
 }
 
 // gone reports whether the durable consumer no longer exists (and ends the
@@ -366,12 +388,15 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 	return info.NumPending + uint64(info.NumAckPending), nil
 }
 
-// Stop ends pulling; Next then returns an error. Deliveries fetched and
-// not taken come back after the ack wait.
+// Stop ends pulling; Next then returns an error once the current pull has
+// ended (a Next at that moment may still get one of its deliveries).
+// Deliveries fetched and not taken come back after the ack wait.
 func (s *Source) Stop() { s.stop() }
 
-// unreadWait bounds Unread's wait for the pull loop to end.
-const unreadWait = 5 * time.Second
+// unreadWait bounds Unread's wait for the pull loop to end: longer than a
+// pull (pullExpiry, and nats.go's second of grace) started while a
+// reconnect holds the connection (up to nats.Timeout, 5 s; review F).
+const unreadWait = 10 * time.Second
 
 // Unread implements consumer.Unreader: it stops pulling and returns the
 // deliveries already received that Next has not returned (they would
@@ -385,7 +410,7 @@ func (s *Source) Unread() []*consumer.Message {
 	}
 	s.mu.Lock()
 	kept := s.kept
-	s.kept = nil
+	s.kept, s.unread = nil, true
 	s.mu.Unlock()
 	var out []*consumer.Message
 	for _, msg := range kept {
