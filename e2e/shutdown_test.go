@@ -110,7 +110,11 @@ func TestSecondSignalEndsTheDrain(t *testing.T) {
 		t.Fatalf("before the stop: %d %s", r.status, r.body)
 	}
 	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
-	waitFor(t, "/readyz 503 while draining", 20*time.Second, func() bool { return readyz(hg.baseURL) == http.StatusServiceUnavailable })
+	for end := time.Now().Add(20 * time.Second); readyz(hg.baseURL) != http.StatusServiceUnavailable; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no /readyz 503 while draining within 20 s:\n%s", hg.stderr)
+		}
+	}
 	_ = hg.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-hg.done:
