@@ -304,13 +304,16 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 	if gctx.Err() == nil {
+		// Webhooks are taken now (the key index is open). A consumer-only
+		// serve has no connections to drain. Set before the listening
+		// line: a sender that reads it, posts and stops serve at once
+		// must see the drain (ci15 saw TestSecondSignalEndsTheDrain's
+		// /readyz never turn 503 once, this race the likeliest cause).
+		takingWebhooks.Store(cfg.Roles.Gateway)
+		starting.Set(0)
 		for _, l := range listeners {
 			fmt.Fprintln(stdout, l.line)
 		}
-		// Webhooks are taken now (the key index is open).
-		starting.Set(0)
-		// A consumer-only serve has no connections to drain.
-		takingWebhooks.Store(cfg.Roles.Gateway)
 	}
 	if watchClaim {
 		// An embedded hookgate this gateway shares NATS with may start
