@@ -156,13 +156,14 @@ const pullPause = 250 * time.Millisecond
 // once Next has taken the last. So the deliveries fetched and not yet
 // taken are at most prefetch, none is dropped between NATS and Next, and
 // a stop loses none in transit (Unread waits for the pull to end, up to
-// unreadWait; what comes after is handed back at once). (nats.go's message iterator, used before, kept
-// deliveries in a channel as large as its prefetch, heartbeats included,
-// and dropped one when that overflowed while every worker was busy; its
-// Consume, tried next, drops past 64 MB queued and pulled a whole batch
-// again every 2 s after a reconnect while its callback waited (review C).
-// A dropped delivery came back only after the ack wait, when newer events
-// of its subject had applied and turned it stale.)
+// unreadWait; what comes after is handed back at once). (nats.go's message
+// iterator, used before, kept deliveries in a channel as large as its
+// prefetch, heartbeats included, and dropped one when that overflowed
+// while every worker was busy; its Consume, tried next, drops past 64 MB
+// queued and pulled a whole batch again every 2 s after a reconnect while
+// its callback waited (review C). A dropped delivery came back only after
+// the ack wait, when newer events of its subject had applied and turned it
+// stale.)
 type Source struct {
 	cons     js.Consumer
 	nc       *nats.Conn
