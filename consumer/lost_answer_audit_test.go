@@ -93,7 +93,7 @@ func (g *lostGrants) stored(key string) int {
 // delivery, and nobody recorded it: the redelivery takes it into the mark
 // and records it applied (found by the property test once its GRANTS
 // models lost answers; it was decided already-applied with no AUDIT
-// record, though the README promises every event in GRANTS one). A further
+// record, the gap review K closed for a lost commit answer). A further
 // redelivery is already-applied, not recorded again. (Under a plain GRANTS
 // memory the walk that finds the message cannot tell a commit from none:
 // that gap stays, see the README's Known limits.)
