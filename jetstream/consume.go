@@ -228,10 +228,7 @@ func (s *Source) pull(ctx context.Context) {
 			// nats.go's Fetch leaves its inbox subscribed when the pull's
 			// publish fails, as it does at once while reconnecting
 			// (review F: one subscription per try).
-			select {
-			case <-ctx.Done():
-			case <-time.After(pullPause):
-			}
+			pause(ctx, pullPause)
 			continue
 		}
 		b, err := s.cons.Fetch(s.prefetch, js.FetchMaxWait(pullExpiry))
@@ -260,10 +257,7 @@ func (s *Source) pull(ctx context.Context) {
 			awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
 		default:
 			s.log.Debug("consumer pull", slog.String("error", err.Error()))
-			select {
-			case <-ctx.Done():
-			case <-time.After(pullPause):
-			}
+			pause(ctx, pullPause)
 		}
 	}
 }
@@ -369,11 +363,21 @@ func awaitPullResponder(ctx context.Context, nc *nats.Conn, subject string, boun
 		if err == nil || !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if pause(ctx, pullProbePause) != nil {
 			return
-		case <-time.After(pullProbePause):
 		}
+	}
+}
+
+// pause waits d or until ctx ends; ctx's error then.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -24,29 +23,9 @@ func TestReviewCSourceDeliversAfterServerRestart(t *testing.T) {
 }
 
 func reviewCRestart(t *testing.T, busy bool) {
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	opts := EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20}
-	var mu sync.Mutex
-	e, err := StartEmbedded(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mu.Lock(); e.Shutdown(); mu.Unlock() })
-	c, err := Connect(ConnectOptions{Name: "consumer", URL: "nats://" + addr, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	srv := startTCPServer(t)
+	c := srv.c
 	ctx := t.Context()
-	if err := Provision(ctx, c.JS, testStreams()); err != nil {
-		t.Fatal(err)
-	}
 	publish := func(from, n int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
@@ -95,12 +74,9 @@ func reviewCRestart(t *testing.T, busy bool) {
 		waitTrue(t, "6 deliveries before the restart", func() bool { return count() == 6 })
 	}
 	// Restart the server on the same data dir and port.
-	mu.Lock()
-	e.Shutdown()
+	srv.shutdown()
 	waitTrue(t, "the client notices", func() bool { return !c.NC.IsConnected() })
-	e, err = StartEmbedded(opts)
-	mu.Unlock()
-	if err != nil {
+	if err := srv.restart(); err != nil {
 		t.Fatal(err)
 	}
 	waitTrue(t, "the client reconnects", func() bool { return c.NC.Status() == nats.CONNECTED })

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -15,40 +14,16 @@ import (
 // subscription (and its channel of 2×prefetch) on the connection, resent
 // to the server at the reconnect, for the connection's life.
 func TestReviewFPatternNoSubscriptionLeakWhileReconnecting(t *testing.T) {
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	e, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			e.Shutdown()
-		}
-	})
-	c, err := Connect(ConnectOptions{Name: "consumer", URL: "nats://" + addr, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	srv := startTCPServer(t)
+	c := srv.c
 	ctx := t.Context()
-	if err := Provision(ctx, c.JS, testStreams()); err != nil {
-		t.Fatal(err)
-	}
 	src, err := OpenSource(ctx, c, SourceOptions{MaxAckPending: 1000, Prefetch: 64, AckWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Stop()
 	base := c.NC.NumSubscriptions()
-	e.Shutdown()
-	stopped = true
+	srv.shutdown()
 	for deadline := time.Now().Add(5 * time.Second); c.NC.Status() != nats.RECONNECTING; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("connection not reconnecting within 5 s: %v", c.NC.Status())

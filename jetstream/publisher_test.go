@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -374,4 +375,62 @@ func TestDuplicateOutlivesDedupWindow(t *testing.T) {
 	if r, err := p.Publish(t.Context(), msg("test:default:evt:long")); err != nil || !r.Duplicate {
 		t.Fatalf("after dedup.window: %+v, %v; want still a duplicate (horizon 1h)", r, err)
 	}
+}
+
+// tcpServer is an embedded server listening on a loopback port with a
+// token, its streams provisioned, and a client connected to it over TCP,
+// which reconnects when the server comes back on the same options.
+// shutdown and restart may run on any goroutine; cleanup shuts it down.
+type tcpServer struct {
+	opts EmbeddedOptions
+	c    *Conn
+	mu   sync.Mutex
+	e    *Embedded // nil while shut down
+}
+
+func startTCPServer(t *testing.T) *tcpServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &tcpServer{opts: EmbeddedOptions{DataDir: t.TempDir(), Listen: addr, Token: "tok", MaxPayload: 4 << 20}}
+	if err := s.restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.shutdown)
+	c, err := Connect(ConnectOptions{Name: "consumer", URL: "nats://" + addr, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := Provision(t.Context(), c.JS, testStreams()); err != nil {
+		t.Fatal(err)
+	}
+	s.c = c
+	return s
+}
+
+// shutdown stops the server; a no-op when it is stopped.
+func (s *tcpServer) shutdown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.e != nil {
+		s.e.Shutdown()
+		s.e = nil
+	}
+}
+
+// restart starts the server again on the same data dir and port.
+func (s *tcpServer) restart() error {
+	e, err := StartEmbedded(s.opts)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.e = e
+	s.mu.Unlock()
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,29 +42,9 @@ func TestReviewKGrantsPublishRidesOutReconnect(t *testing.T) {
 		{1, consumer.Applied},
 	} {
 		t.Run(fmt.Sprintf("max_deliver=%d", tc.maxDeliver), func(t *testing.T) {
-			dir := t.TempDir()
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := ln.Addr().String()
-			ln.Close()
-			opts := EmbeddedOptions{DataDir: dir, Listen: addr, Token: "tok", MaxPayload: 4 << 20}
-			var mu sync.Mutex
-			e, err := StartEmbedded(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { mu.Lock(); e.Shutdown(); mu.Unlock() })
-			c, err := Connect(ConnectOptions{Name: "consumer", URL: "nats://" + addr, Token: "tok"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(c.Close)
+			srv := startTCPServer(t)
+			c := srv.c
 			ctx := t.Context()
-			if err := Provision(ctx, c.JS, testStreams()); err != nil {
-				t.Fatal(err)
-			}
 			marks, applied, err := ProvisionKV(ctx, c.JS, KVConfig{Replicas: 1, Horizon: time.Hour})
 			if err != nil {
 				t.Fatal(err)
@@ -80,9 +59,7 @@ func TestReviewKGrantsPublishRidesOutReconnect(t *testing.T) {
 				if reconnecting {
 					return nil
 				}
-				mu.Lock()
-				e.Shutdown()
-				mu.Unlock()
+				srv.shutdown()
 				for end := time.Now().Add(10 * time.Second); !c.NC.IsReconnecting(); time.Sleep(time.Millisecond) {
 					if time.Now().After(end) {
 						return fmt.Errorf("client not reconnecting")
@@ -91,14 +68,9 @@ func TestReviewKGrantsPublishRidesOutReconnect(t *testing.T) {
 				reconnecting = true
 				go func() {
 					defer close(restarted)
-					ne, err := StartEmbedded(opts)
-					if err != nil {
+					if err := srv.restart(); err != nil {
 						t.Error(err)
-						return
 					}
-					mu.Lock()
-					e = ne
-					mu.Unlock()
 				}()
 				return nil
 			})
