@@ -34,8 +34,9 @@ func TestRunReturnsWhenDurableConsumerIsDeleted(t *testing.T) {
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- proc.Run(runCtx, src, 8) }()
-	// Delete it once its pull request waits at the server (deleted before,
-	// the pull goes unanswered and only the missed heartbeats end it).
+	// Delete it once its pull request waits at the server, which answers
+	// "409 Consumer Deleted" (deleted while no pull waits, the next pull
+	// gets "no responders": TestReviewCNextEndsWhenConsumerDeletedWhileDeliveriesWait).
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
