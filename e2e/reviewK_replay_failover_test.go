@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"os/exec"
 	"strings"
@@ -46,7 +45,7 @@ func TestReviewKReplayRidesOutStreamLeaderKill(t *testing.T) {
 	// The CLI's config: the same, connected to the other nodes only.
 	cfg := writeClusterConfig(t, clusterConfig{natsURL: c.urlWithout(victim), roles: "{ gateway: true, consumer: false }"})
 	cmd := exec.Command(binary, "replay", "--config", cfg, "--dry-run")
-	var errb bytes.Buffer
+	var errb syncBuffer
 	cmd.Stderr = &errb
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -55,6 +54,7 @@ func TestReviewKReplayRidesOutStreamLeaderKill(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
 	var mu sync.Mutex
 	var lines []string
 	gotLines := make(chan struct{})
@@ -79,7 +79,15 @@ func TestReviewKReplayRidesOutStreamLeaderKill(t *testing.T) {
 	for end := time.Now().Add(60 * time.Second); readAt == 0; time.Sleep(20 * time.Millisecond) {
 		select {
 		case <-scanDone:
-			t.Fatalf("replay ended before its read was seen:\n%s", errb.String())
+			werr := cmd.Wait()
+			mu.Lock()
+			n, lastLine := len(lines), ""
+			if n > 0 {
+				lastLine = lines[n-1]
+			}
+			mu.Unlock()
+			t.Fatalf("replay ended %s after its start, before its read was seen (exit %v, %d lines, the last %q):\n%s",
+				time.Since(started).Round(time.Millisecond), werr, n, lastLine, errb.String())
 		default:
 		}
 		if time.Now().After(end) {
@@ -99,6 +107,7 @@ func TestReviewKReplayRidesOutStreamLeaderKill(t *testing.T) {
 	<-scanDone
 	werr := cmd.Wait()
 	took := time.Since(killed)
+	t.Logf("replay ran %s, its reader seen %s after its start", time.Since(started).Round(time.Millisecond), killed.Sub(started).Round(time.Millisecond))
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("replay's reader had been delivered up to seq %d of %d when the kill came", readAt, last)
