@@ -129,9 +129,13 @@ type SourceOptions struct {
 	// InProgress before it is redelivered.
 	AckWait time.Duration
 	// Log (nil: none) gets the pull's errors it recovers from by itself
-	// ("no responders", a leader change) at debug; one that ends the pull
-	// (the durable consumer deleted, the connection closed) Next returns.
+	// ("no responders", a leader change) at debug, and a warning once they
+	// have kept failing for WarnAfter (again every minute while they do);
+	// one that ends the pull (the durable consumer deleted, the connection
+	// closed) Next returns.
 	Log *slog.Logger
+	// WarnAfter: 0 is 10 s.
+	WarnAfter time.Duration
 }
 
 // pullExpiry is how long each pull request waits at the server. Short, so
@@ -169,7 +173,6 @@ type Source struct {
 	nc       *nats.Conn
 	pullSubj string
 	prefetch int
-	log      *slog.Logger
 	// deliveries is unbuffered: the pull loop hands each delivery over.
 	deliveries chan js.Msg
 	stop       context.CancelFunc
@@ -178,7 +181,43 @@ type Source struct {
 	cause      error    // why the pull loop ended by itself (nil: Stop, Unread)
 	kept       []js.Msg // fetched and not handed over when it was stopped
 	unread     bool     // Unread has taken kept
+	health     pullHealth
 }
+
+// pullHealth tells the log when pulls keep failing: a consumer without a
+// leader for long (a cluster that lost its quorum), a refusal that does
+// not go away. Used by the pull loop only.
+type pullHealth struct {
+	log       *slog.Logger
+	warnAfter time.Duration
+	failing   time.Time // since when pulls fail; zero while they work
+	warned    time.Time // the last warning; zero: none in this streak
+}
+
+// fail logs err at debug, and warns when pulls have failed for warnAfter
+// and no warning came in the last pullWarnEvery.
+func (h *pullHealth) fail(err error) {
+	now := time.Now()
+	if h.failing.IsZero() {
+		h.failing = now
+	}
+	h.log.Debug("consumer pull", slog.String("error", err.Error()))
+	if now.Sub(h.failing) >= h.warnAfter && now.Sub(h.warned) >= pullWarnEvery {
+		h.warned = now
+		h.log.Warn("consumer pulls keep failing: no event is taken", slog.String("error", err.Error()), slog.Duration("for", now.Sub(h.failing).Round(time.Second)))
+	}
+}
+
+// ok ends a streak of failures, saying so if it was warned of.
+func (h *pullHealth) ok() {
+	if !h.warned.IsZero() {
+		h.log.Info("consumer pulls work again", slog.Duration("failed_for", time.Since(h.failing).Round(time.Second)))
+	}
+	h.failing, h.warned = time.Time{}, time.Time{}
+}
+
+// pullWarnEvery spaces pullHealth's warnings within one streak.
+const pullWarnEvery = time.Minute
 
 // OpenSource creates or updates the durable consumer and starts pulling.
 func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) {
@@ -212,8 +251,13 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		log = slog.New(slog.DiscardHandler)
 	}
 	lctx, stop := context.WithCancel(context.Background())
-	s := &Source{cons: cons, nc: c.JS.Conn(), pullSubj: pullSubj, prefetch: prefetch, log: log,
-		deliveries: make(chan js.Msg), stop: stop, ended: make(chan struct{})}
+	warnAfter := o.WarnAfter
+	if warnAfter <= 0 {
+		warnAfter = 10 * time.Second
+	}
+	s := &Source{cons: cons, nc: c.JS.Conn(), pullSubj: pullSubj, prefetch: prefetch,
+		deliveries: make(chan js.Msg), stop: stop, ended: make(chan struct{}),
+		health: pullHealth{log: log, warnAfter: warnAfter}}
 	go s.pull(lctx)
 	return s, nil
 }
@@ -244,19 +288,20 @@ func (s *Source) pull(ctx context.Context) {
 		switch {
 		case err == nil:
 			// The batch is complete or the pull expired: pull again.
+			s.health.ok()
 		case errors.Is(err, js.ErrConsumerDeleted), errors.Is(err, nats.ErrConnectionClosed), s.nc.IsClosed():
 			s.end(err)
 			return
 		case errors.Is(err, nats.ErrNoResponders):
 			// No leader answered: the consumer may be gone (deleted while
 			// no pull waited, so no 409 told), else its leader is moving.
-			s.log.Debug("consumer pull", slog.String("error", err.Error()))
+			s.health.fail(err)
 			if s.gone(ctx) {
 				return
 			}
 			awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
 		default:
-			s.log.Debug("consumer pull", slog.String("error", err.Error()))
+			s.health.fail(err)
 			pause(ctx, pullPause)
 		}
 	}
