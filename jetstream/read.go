@@ -101,6 +101,11 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 		got, gap := 0, false
 		if err == nil {
 			for msg := range b.Messages() {
+				// The batch is on the client already: a cancelled read
+				// must not go through the rest of it (review R).
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
 				meta, merr := msg.Metadata()
 				if merr != nil {
 					return merr
