@@ -315,8 +315,8 @@ func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 const scanStall = 10 * time.Second
 
 // scanStream reads the messages of stream under filter, oldest first, up
-// to the stream's last sequence when it began, with an ordered consumer
-// (headers only when headersOnly) that it deletes when done.
+// to the stream's last sequence when it began, with a seqReader (headers
+// only when headersOnly).
 func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly bool, fn func(StoredMsg)) (Scanned, error) {
 	sc := Scanned{Stream: stream, Filter: filter}
 	s, err := c.JS.Stream(ctx, stream)
@@ -332,64 +332,34 @@ func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly
 	if state.Msgs == 0 {
 		return sc, nil
 	}
-	cons, err := c.JS.OrderedConsumer(ctx, stream, js.OrderedConsumerConfig{
-		FilterSubjects: []string{filter},
-		HeadersOnly:    headersOnly,
-		// A safety net: the consumer is deleted below, and the server
-		// drops it by itself if this process dies first.
-		InactiveThreshold: 30 * time.Second,
-	})
-	if err != nil {
-		return sc, classify("scan "+stream, err)
-	}
-	defer func() {
-		if ci := cons.CachedInfo(); ci != nil {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = c.JS.DeleteConsumer(dctx, stream, ci.Name)
-			cancel()
-		}
-	}()
-	ci, err := cons.Info(ctx)
-	if err != nil {
-		return sc, classify("scan "+stream, err)
-	}
-	if ci.NumPending == 0 {
-		return sc, nil
-	}
-	// The source's short pull expiry: a pull lost to a failover is renewed
-	// within 5 s, inside scanStall, instead of nats.go's 30 s.
-	it, err := cons.Messages(js.PullExpiry(pullExpiry))
-	if err != nil {
-		return sc, classify("scan "+stream, err)
-	}
-	defer it.Stop()
-	progress := time.Now()
+	// A safety net for the consumer: the reader deletes it when done, and
+	// the server drops it by itself if this process dies first.
+	rd := newSeqReader(c, stream, js.ConsumerConfig{
+		DeliverPolicy: js.DeliverAllPolicy, FilterSubjects: []string{filter},
+		HeadersOnly: headersOnly, InactiveThreshold: 30 * time.Second,
+	}, scanStall)
+	defer rd.close()
 	for {
-		nctx, cancel := context.WithTimeout(ctx, scanStall)
-		msg, err := it.Next(js.NextContext(nctx))
-		cancel()
+		msgs, done, err := rd.batch(ctx, readBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return sc, ctx.Err()
 			}
-			if errors.Is(err, js.ErrMsgIteratorClosed) || time.Since(progress) >= scanStall {
-				return sc, fmt.Errorf("scan %s (%s): read %d messages, then nothing for %s: %w: %w", stream, filter, sc.Read, scanStall, ErrUnavailable, err)
+			return sc, fmt.Errorf("scan %s (%s): read %d messages: %w", stream, filter, sc.Read, err)
+		}
+		if done {
+			return sc, nil
+		}
+		for _, msg := range msgs {
+			seq := msg.Meta.Sequence.Stream
+			if seq > sc.UpToSeq {
+				return sc, nil
 			}
-			continue // transient (missed heartbeat, reconnect): the iterator recovers
-		}
-		progress = time.Now()
-		meta, err := msg.Metadata()
-		if err != nil {
-			return sc, fmt.Errorf("scan %s: %w", stream, err)
-		}
-		seq := meta.Sequence.Stream
-		if seq > sc.UpToSeq {
-			return sc, nil
-		}
-		sc.Read++
-		fn(StoredMsg{Seq: seq, Subject: msg.Subject(), Time: meta.Timestamp, Header: msg.Headers(), Body: msg.Data()})
-		if seq == sc.UpToSeq || meta.NumPending == 0 {
-			return sc, nil
+			sc.Read++
+			fn(StoredMsg{Seq: seq, Subject: msg.Subject, Time: msg.Meta.Timestamp, Header: msg.Header, Body: msg.Data})
+			if seq == sc.UpToSeq || msg.Meta.NumPending == 0 {
+				return sc, nil
+			}
 		}
 	}
 }

@@ -216,47 +216,41 @@ func (k *KeyIndex) catchUp(ctx context.Context, save bool) (int, error) {
 	if k.idx.Frontier() >= last {
 		return 0, nil
 	}
-	cons, err := k.c.JS.OrderedConsumer(ctx, StreamWebhooks, js.OrderedConsumerConfig{
+	// Headers only, with a seqReader: an event stored with a `Status`
+	// request header reads back as a status message through nats.go's
+	// fetch, which stopped the read-back at it for good.
+	rd := newSeqReader(k.c, StreamWebhooks, js.ConsumerConfig{
 		HeadersOnly: true, InactiveThreshold: 10 * time.Second,
 		DeliverPolicy: js.DeliverByStartSequencePolicy, OptStartSeq: k.idx.Frontier() + 1,
-	})
-	if err != nil {
-		return 0, classify("read "+StreamWebhooks, err)
-	}
+	}, readBackStall)
+	defer rd.close()
 	read := 0
-	progress := time.Now() // when the last message came
 	next := time.Now().Add(10 * time.Second)
 	saved := time.Now()
 	for k.idx.Frontier() < last {
-		// Ask for no more than the stream holds beyond what was read, so
-		// that the last batch does not wait out its max wait.
-		want := int(min(4096, last-k.idx.Frontier()))
-		batch, err := cons.Fetch(want, js.FetchMaxWait(time.Second))
+		msgs, done, err := rd.batch(ctx, int(min(4096, last-k.idx.Frontier())))
 		if err != nil {
-			return read, classify("read "+StreamWebhooks, err)
-		}
-		for m := range batch.Messages() {
-			md, err := m.Metadata()
-			if err != nil {
-				return read, fmt.Errorf("read %s: %w", StreamWebhooks, err)
+			if ctx.Err() != nil {
+				return read, ctx.Err()
 			}
-			seq := md.Sequence.Stream
+			return read, fmt.Errorf("reading %s back at %d of %d: %w", StreamWebhooks, k.idx.Frontier(), last, err)
+		}
+		if done {
+			// What was left was removed (aged out) while it read.
+			k.idx.SkipTo(last + 1)
+			break
+		}
+		for _, m := range msgs {
+			seq := m.Meta.Sequence.Stream
 			// The consumer delivers in stream order: a sequence it skipped
 			// does not exist (aged out while it read).
 			k.idx.SkipTo(seq)
-			if key := m.Headers().Get(nats.MsgIdHdr); key != "" {
-				k.idx.Add(key, seq, md.Timestamp)
+			if key := m.Header.Get(nats.MsgIdHdr); key != "" {
+				k.idx.Add(key, seq, m.Meta.Timestamp)
 			} else {
-				k.idx.Resolve(seq, md.Timestamp)
+				k.idx.Resolve(seq, m.Meta.Timestamp)
 			}
 			read++
-			progress = time.Now()
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return read, classify("read "+StreamWebhooks, err)
-		}
-		if time.Since(progress) > 30*time.Second {
-			return read, fmt.Errorf("%w: reading %s back: nothing came for 30 s at %d of %d", ErrUnavailable, StreamWebhooks, k.idx.Frontier(), last)
 		}
 		if time.Now().After(next) {
 			k.o.Log.Info("key index: reading back", slog.Int("read", read), slog.Uint64("seq", k.idx.Frontier()), slog.Uint64("last", last))
@@ -272,6 +266,10 @@ func (k *KeyIndex) catchUp(ctx context.Context, save bool) (int, error) {
 	}
 	return read, nil
 }
+
+// readBackStall is how long catchUp waits for a message it knows is
+// pending before it gives up (the server stopped answering).
+const readBackStall = 30 * time.Second
 
 // Run keeps the index in step until ctx ends: events stored but not yet
 // known a tick (a sixteenth of the window, at most a second) after the
