@@ -301,6 +301,13 @@ func (s *Source) pull(ctx context.Context) {
 			}
 			awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
 		default:
+			if limit, ok := batchLimit(strings.TrimPrefix(err.Error(), "nats: ")); ok && limit < s.prefetch {
+				// The server's max_request_batch (an external server's
+				// limit, every new consumer's default): pull no more.
+				s.health.log.Info("consumer pulls fewer at a time: the server's limit", slog.Int("prefetch", limit), slog.Int("asked", s.prefetch))
+				s.prefetch = limit
+				continue
+			}
 			s.health.fail(err)
 			pause(ctx, pullPause)
 		}

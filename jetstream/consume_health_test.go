@@ -11,12 +11,13 @@ import (
 
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/jetstream/jstest"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
-// Pulls the server keeps refusing (here its consumer's MaxRequestBatch set
-// below the source's prefetch behind hookgate's back) take no event; the
-// log says so at warn once they have failed for WarnAfter, not only at
-// debug, and says when they work again.
+// Pulls the server keeps refusing (here its consumer's MaxRequestExpires
+// set below the source's pull expiry behind hookgate's back) take no
+// event; the log says so at warn once they have failed for WarnAfter, not
+// only at debug, and says when they work again.
 func TestSourceWarnsWhenPullsKeepFailing(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
@@ -45,21 +46,13 @@ func TestSourceWarnsWhenPullsKeepFailing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Stop()
-	setMaxRequestBatch := func(n int) {
+	setMaxRequestExpires := func(d time.Duration) {
 		t.Helper()
-		c, err := env.Conn.JS.Consumer(ctx, jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := c.CachedInfo().Config
-		cfg.MaxRequestBatch = n
-		if _, err := env.Conn.JS.UpdateConsumer(ctx, jetstream.StreamWebhooks, cfg); err != nil {
-			t.Fatal(err)
-		}
+		updateApplyConsumer(t, env, func(cfg *js.ConsumerConfig) { cfg.MaxRequestExpires = d })
 	}
-	setMaxRequestBatch(1)
+	setMaxRequestExpires(100 * time.Millisecond)
 	waitLog("consumer pulls keep failing")
-	for _, want := range []string{`"level":"WARN"`, "MaxRequestBatch"} {
+	for _, want := range []string{`"level":"WARN"`, "MaxRequestExpires"} {
 		if !strings.Contains(logged(), want) {
 			t.Errorf("the warning lacks %s: %s", want, logged())
 		}
@@ -67,7 +60,7 @@ func TestSourceWarnsWhenPullsKeepFailing(t *testing.T) {
 	if strings.Contains(logged(), "consumer pulls work again") {
 		t.Fatalf("pulls said to work again while refused: %s", logged())
 	}
-	setMaxRequestBatch(0)
+	setMaxRequestExpires(0)
 	if _, err := env.Conn.JS.Publish(ctx, "webhooks.p.a", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
@@ -77,4 +70,52 @@ func TestSourceWarnsWhenPullsKeepFailing(t *testing.T) {
 		t.Fatalf("Next after the refusal went away: %v", err)
 	}
 	waitLog("consumer pulls work again")
+}
+
+// updateApplyConsumer changes the durable consumer's configuration behind
+// the source's back (as an operator, or a server's limits, would).
+func updateApplyConsumer(t *testing.T, env *jstest.Env, change func(*js.ConsumerConfig)) {
+	t.Helper()
+	c, err := env.Conn.JS.Consumer(t.Context(), jetstream.StreamWebhooks, jetstream.DurableApply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.CachedInfo().Config
+	change(&cfg)
+	if _, err := env.Conn.JS.UpdateConsumer(t.Context(), jetstream.StreamWebhooks, cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A consumer whose pulls may ask for fewer than the source's prefetch
+// (an external server's max_request_batch becomes every new consumer's
+// MaxRequestBatch; set on the consumer here) refuses every pull as too
+// large: the source pulls no more than the limit from then on, and every
+// event reaches Next (before, none did: each pull was refused).
+func TestSourcePullsWithinTheServersBatchLimit(t *testing.T) {
+	env := jstest.Start(t, "")
+	ctx := t.Context()
+	src, err := jetstream.OpenSource(ctx, env.Conn, jetstream.SourceOptions{MaxAckPending: 1000, Prefetch: 16, AckWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Stop()
+	updateApplyConsumer(t, env, func(cfg *js.ConsumerConfig) { cfg.MaxRequestBatch = 3 })
+	const n = 40 // more than the pull already waiting when the limit came (16)
+	for range n {
+		if _, err := env.Conn.JS.Publish(ctx, "webhooks.p.a", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range n {
+		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := src.Next(nctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("event %d of %d: Next: %v", i+1, n, err)
+		}
+		if err := m.Delivery.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -107,7 +107,6 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 				return nil
 			}
 		}
-		rd.progress = time.Now() // fn's time does not count as a stall
 	}
 }
 

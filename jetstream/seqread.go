@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 )
 
 // seqReader reads a stream's messages in stream order, for Read, the
@@ -28,9 +29,13 @@ type seqReader struct {
 	stream string
 	// base is the consumer's configuration but for where it starts.
 	base js.ConsumerConfig
-	// stall: batch fails with ErrUnavailable after this long without a
-	// message (the caller's own time between batches not counted).
+	// stall: one batch fails with ErrUnavailable after this long without
+	// a message (so the caller's own time between batches never counts).
 	stall time.Duration
+	// maxBatch: the most a pull asks for; lowered to the server's limit
+	// when it refuses a pull as larger ("Exceeded MaxRequestBatch of N":
+	// max_request_batch on an external server).
+	maxBatch int
 
 	next      uint64 // the first stream sequence not read; 0: none read yet
 	name      string // the current consumer; "": none
@@ -42,7 +47,6 @@ type seqReader struct {
 	msgs      chan *nats.Msg // sub's
 	inbox     string
 	pulls     int
-	progress  time.Time // the last message, or the start
 }
 
 // seqMaxBatch bounds the messages one pull asks for.
@@ -54,7 +58,7 @@ func newSeqReader(c *Conn, stream string, base js.ConsumerConfig, stall time.Dur
 	base.AckPolicy = js.AckNonePolicy
 	base.MemoryStorage = true
 	base.Replicas = 1
-	return &seqReader{c: c, stream: stream, base: base, stall: stall, progress: time.Now()}
+	return &seqReader{c: c, stream: stream, base: base, stall: stall, maxBatch: seqMaxBatch}
 }
 
 // seqMsg is one delivery with its metadata.
@@ -69,11 +73,12 @@ type seqMsg struct {
 // needed; it fails when ctx ends, the connection is closed, the stream is
 // gone, or nothing came for stall.
 func (r *seqReader) batch(ctx context.Context, n int) (msgs []seqMsg, done bool, err error) {
+	start := time.Now()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
-		if time.Since(r.progress) > r.stall {
+		if time.Since(start) > r.stall {
 			return nil, false, fmt.Errorf("read %s: no message for %s although some are pending: %w", r.stream, r.stall, ErrUnavailable)
 		}
 		if r.name == "" {
@@ -100,7 +105,6 @@ func (r *seqReader) batch(ctx context.Context, n int) (msgs []seqMsg, done bool,
 			r.drop() // the next batch starts a new one after the last read
 		}
 		if len(msgs) > 0 {
-			r.progress = time.Now()
 			return msgs, false, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -147,6 +151,9 @@ func (r *seqReader) open(ctx context.Context) error {
 		r.sub = sub
 	}
 	cfg := r.base
+	// Named here, so that a creation whose answer is lost (ctx ended, a
+	// timeout) can still be deleted (review S).
+	cfg.Name = nuid.Next()
 	if r.next > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = js.DeliverByStartSequencePolicy, r.next, nil
 	}
@@ -154,6 +161,9 @@ func (r *seqReader) open(ctx context.Context) error {
 	defer cancel()
 	cons, err := r.c.JS.CreateConsumer(octx, r.stream, cfg)
 	if err != nil {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			r.forget(cfg.Name)
+		}
 		return err
 	}
 	info := cons.CachedInfo()
@@ -171,7 +181,7 @@ func (r *seqReader) open(ctx context.Context) error {
 // a lost pull). lost: the consumer
 // skipped a delivery, or a status said it is gone.
 func (r *seqReader) pull(ctx context.Context, n int) (msgs []seqMsg, lost bool) {
-	n = min(n, seqMaxBatch)
+	n = min(n, r.maxBatch)
 	r.pulls++
 	reply := r.inbox + "." + strconv.Itoa(r.pulls)
 	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, n, pullExpiry.Nanoseconds())
@@ -198,7 +208,11 @@ func (r *seqReader) pull(ctx context.Context, n int) (msgs []seqMsg, lost bool) 
 				continue // a heartbeat or flow control
 			case "409":
 				// "Consumer Deleted", "Leadership Change", or a limit.
-				return msgs, strings.Contains(strings.ToLower(m.Header.Get("Description")), "deleted")
+				desc := m.Header.Get("Description")
+				if limit, ok := batchLimit(desc); ok {
+					r.maxBatch = limit
+				}
+				return msgs, strings.Contains(strings.ToLower(desc), "deleted")
 			}
 			return msgs, false // 404, 408: the pull ended; 503: no leader
 		}
@@ -221,6 +235,20 @@ func (r *seqReader) pull(ctx context.Context, n int) (msgs []seqMsg, lost bool) 
 	return msgs, false
 }
 
+// batchLimit reads the server's limit from its refusal of a pull asking
+// for more ("Exceeded MaxRequestBatch of 100").
+func batchLimit(desc string) (int, bool) {
+	const prefix = "Exceeded MaxRequestBatch of "
+	if !strings.HasPrefix(desc, prefix) {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(desc[len(prefix):]))
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return n, true
+}
+
 // drop deletes the current consumer, briefly: one whose node is lost goes
 // by its inactive threshold.
 func (r *seqReader) drop() {
@@ -231,6 +259,23 @@ func (r *seqReader) drop() {
 	defer cancel()
 	_ = r.c.JS.DeleteConsumer(ctx, r.stream, r.name)
 	r.name = ""
+}
+
+// forget deletes a consumer whose creation's answer did not come (ctx
+// ended, a timeout): the server may still create it, even after a delete
+// sent behind the creation (its API requests are not handled in order).
+// It tries for about half a second; past that the consumer goes by its
+// inactive threshold.
+func (r *seqReader) forget(name string) {
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), readInfoWait)
+		err := r.c.JS.DeleteConsumer(ctx, r.stream, name)
+		cancel()
+		if !errors.Is(err, js.ErrConsumerNotFound) {
+			return
+		}
+		pause(context.Background(), 100*time.Millisecond)
+	}
 }
 
 // close drops the consumer and the inbox.
