@@ -18,13 +18,7 @@ import (
 // connection and the subject.
 func TestConnectLogsSlowConsumer(t *testing.T) {
 	env := jstest.Start(t, "")
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), nil))
+	logger, logged := captureLog()
 	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "watched", Embedded: env.Embedded, Log: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +36,6 @@ func TestConnectLogsSlowConsumer(t *testing.T) {
 	if err := c.NC.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	logged := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logged(), "slow consumer"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no slow-consumer line within 10 s; log: %q", logged())
@@ -62,3 +51,20 @@ func TestConnectLogsSlowConsumer(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// captureLog returns a logger writing JSON lines (debug and up) to memory,
+// and a function returning what it wrote so far; safe for concurrent use.
+func captureLog() (*slog.Logger, func() string) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return logger, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}

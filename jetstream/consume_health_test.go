@@ -1,11 +1,8 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,18 +18,7 @@ import (
 func TestSourceWarnsWhenPullsKeepFailing(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
-	var mu sync.Mutex
-	var buf bytes.Buffer
-	logger := slog.New(slog.NewJSONHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	logged := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.String()
-	}
+	logger, logged := captureLog()
 	waitLog := func(want string) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logged(), want); time.Sleep(10 * time.Millisecond) {
