@@ -157,11 +157,14 @@ func (r *seqReader) open(ctx context.Context) error {
 	if r.next > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq, cfg.OptStartTime = js.DeliverByStartSequencePolicy, r.next, nil
 	}
-	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// The creation's answer is awaited even when ctx ends meanwhile (up to
+	// its own bound), so that the consumer can be deleted: one abandoned
+	// may still be created after the delete sent behind it.
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	cons, err := r.c.JS.CreateConsumer(octx, r.stream, cfg)
 	if err != nil {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 			r.forget(cfg.Name)
 		}
 		return err
@@ -261,9 +264,9 @@ func (r *seqReader) drop() {
 	r.name = ""
 }
 
-// forget deletes a consumer whose creation's answer did not come (ctx
-// ended, a timeout): the server may still create it, even after a delete
-// sent behind the creation (its API requests are not handled in order).
+// forget deletes a consumer whose creation's answer did not come in time:
+// the server may still create it, even after a delete sent behind the
+// creation (its API requests are not handled in order).
 // It tries for about half a second; past that the consumer goes by its
 // inactive threshold.
 func (r *seqReader) forget(name string) {
