@@ -72,6 +72,16 @@ func reviewCRestart(t *testing.T, busy bool) {
 	publish(0, 6)
 	if !busy {
 		waitTrue(t, "6 deliveries before the restart", func() bool { return count() == 6 })
+	} else {
+		// Wait until the server has sent the first batch (its count of
+		// unacknowledged deliveries reaches the prefetch, 4); before, the
+		// restart could catch them in transit (a CI run lost 2 and 3 so,
+		// back only after the 5 min ack wait: the test's race, not the
+		// source's).
+		waitTrue(t, "the first batch on the client", func() bool {
+			ci, err := src.cons.Info(ctx)
+			return err == nil && ci.NumAckPending == 4
+		})
 	}
 	// Restart the server on the same data dir and port.
 	srv.shutdown()
