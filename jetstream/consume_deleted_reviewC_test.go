@@ -13,21 +13,23 @@ import (
 )
 
 // reviewCConsumerInfo polls the durable consumer's info until cond holds
-// (10 s), failing with what.
+// (30 s), failing with what. A question that fails is asked again: under
+// load (80 MB being delivered on the same connection) one timed out.
 func reviewCWaitInfo(t *testing.T, env *jstest.Env, what string, cond func(*js.ConsumerInfo) bool) *js.ConsumerInfo {
 	t.Helper()
-	var last *js.ConsumerInfo
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	last := &js.ConsumerInfo{}
+	var lastErr error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		c, err := env.Conn.JS.Consumer(t.Context(), jetstream.StreamWebhooks, jetstream.DurableApply)
-		if err != nil {
-			t.Fatal(err)
+		if err == nil {
+			last = c.CachedInfo()
+			if cond(last) {
+				return last
+			}
 		}
-		last = c.CachedInfo()
-		if cond(last) {
-			return last
-		}
+		lastErr = err
 		if time.Now().After(deadline) {
-			t.Fatalf("not within 10 s: %s (ack pending %d, waiting pulls %d, delivered %d)", what, last.NumAckPending, last.NumWaiting, last.Delivered.Consumer)
+			t.Fatalf("not within 30 s: %s (ack pending %d, waiting pulls %d, delivered %d; last error %v)", what, last.NumAckPending, last.NumWaiting, last.Delivered.Consumer, lastErr)
 		}
 	}
 }
