@@ -19,6 +19,35 @@ const BeyondHorizon = "beyond-horizon"
 // AlreadyApplied, DeadLettered (would be dead-lettered at once) or
 // BeyondHorizon.
 func (p *Processor) Judge(ctx context.Context, ev Event, horizon time.Duration) (Outcome, error) {
+	return p.judgeAs(ctx, ev, horizon, nil)
+}
+
+// DryRun judges events in turn as a run that applies them would decide
+// them: an event it judges Applied counts as applied for the events after
+// it (its key applied, its subject's mark moved), which Judge alone,
+// reading the stores as they are, cannot see. Two events of one subject,
+// the newer stored first: Judge says both apply, a replay applies the
+// first and finds the second stale, and so does a DryRun (review V). It
+// changes nothing in the stores. Not safe for concurrent use.
+type DryRun struct {
+	p       *Processor
+	marks   map[string]Mark // by MarkKey: the marks the run's applies moved
+	applied map[string]bool // keys the run applied
+}
+
+// NewDryRun starts a dry run over p's rules and stores.
+func (p *Processor) NewDryRun() *DryRun {
+	return &DryRun{p: p, marks: map[string]Mark{}, applied: map[string]bool{}}
+}
+
+// Judge is Processor.Judge for ev after the events this dry run judged
+// before it.
+func (d *DryRun) Judge(ctx context.Context, ev Event, horizon time.Duration) (Outcome, error) {
+	return d.p.judgeAs(ctx, ev, horizon, d)
+}
+
+// judgeAs is Judge, in dry run d when d is not nil.
+func (p *Processor) judgeAs(ctx context.Context, ev Event, horizon time.Duration, d *DryRun) (Outcome, error) {
 	if horizon > 0 && !ev.ReceivedAt.IsZero() && p.opts.Now().Sub(ev.ReceivedAt) > horizon {
 		return Outcome{Decision: BeyondHorizon, Reason: fmt.Sprintf("stored %s ago, horizon %s", p.opts.Now().Sub(ev.ReceivedAt).Round(time.Second), horizon)}, nil
 	}
@@ -29,6 +58,9 @@ func (p *Processor) Judge(ctx context.Context, ev Event, horizon time.Duration) 
 	if !ok {
 		return Outcome{Decision: DeadLettered, Reason: "no rule for provider " + ev.Provider}, nil
 	}
+	if d != nil && d.applied[ev.Key] {
+		return Outcome{Decision: AlreadyApplied}, nil
+	}
 	seen, err := p.seen(ctx, ev)
 	if err != nil {
 		return Outcome{}, err
@@ -37,25 +69,51 @@ func (p *Processor) Judge(ctx context.Context, ev Event, horizon time.Duration) 
 		return Outcome{Decision: AlreadyApplied}, nil
 	}
 	if !rule.Watermark {
+		d.apply(ev, Mark{}, false)
 		return Outcome{Decision: Applied}, nil
 	}
 	if why := unorderable(ev); why != "" {
 		return Outcome{Decision: DeadLettered, Reason: why}, nil
 	}
-	mark, _, err := p.marks.Get(ctx, MarkKey(ev))
+	key := MarkKey(ev)
+	mark, _, err := p.marks.Get(ctx, key)
 	if err != nil {
 		return Outcome{}, err
 	}
+	if d != nil {
+		// The run's own applies moved the mark past what the store
+		// holds, unless the live consumer moved it further meanwhile.
+		if m, ok := d.marks[key]; ok && !m.At.Before(mark.At) {
+			if m.At.Equal(mark.At) {
+				m.Keys = append(slices.Clip(m.Keys), mark.Keys...)
+			}
+			mark = m
+		}
+	}
 	switch {
 	case mark.At.IsZero() || ev.OccurredAt.After(mark.At):
+		d.apply(ev, mark, true)
 		return Outcome{Decision: Applied}, nil
 	case ev.OccurredAt.Equal(mark.At):
 		if slices.Contains(mark.Keys, ev.Key) {
 			return Outcome{Decision: AlreadyApplied}, nil
 		}
+		d.apply(ev, mark, true)
 		return Outcome{Decision: Applied}, nil
 	}
 	return Outcome{Decision: Stale, Reason: fmt.Sprintf("occurred_at %s older than watermark %s", ev.OccurredAt.Format(time.RFC3339Nano), mark.At.Format(time.RFC3339Nano))}, nil
+}
+
+// apply records ev applied by the dry run (nothing when d is nil): its
+// key, and under watermark ordering the mark it leaves.
+func (d *DryRun) apply(ev Event, mark Mark, watermark bool) {
+	if d == nil {
+		return
+	}
+	d.applied[ev.Key] = true
+	if watermark {
+		d.marks[MarkKey(ev)] = advance(mark, ev, true)
+	}
 }
 
 // ProcessOnce runs one event through the rules outside the durable

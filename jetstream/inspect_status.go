@@ -460,3 +460,29 @@ func firstSeqSince(ctx context.Context, c *Conn, stream string, since time.Time)
 	}
 	return resp.Message.Seq, resp.Message.Time, true, nil
 }
+
+// KeptFor is how long the running system remembers applied keys: APPLIED's
+// TTL, or GRANTS' age limit where that is shorter (rules that remember
+// their keys by their GRANTS messages). 0 when neither limits it or
+// neither exists yet. It is what an operator command beside a running
+// serve must take for the horizon: its own config's dedup.horizon may be
+// longer (a file already edited for the next rollout), and an event
+// judged within that horizon but forgotten by the system would apply
+// twice (review V).
+func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
+	applied, err := bucketStatus(ctx, c, BucketApplied)
+	if err != nil {
+		return 0, err
+	}
+	grants, err := streamStatus(ctx, c, StreamGrants)
+	if err != nil {
+		return 0, err
+	}
+	kept := time.Duration(0)
+	for _, d := range []time.Duration{applied.TTL, grants.MaxAge} {
+		if d > 0 && (kept == 0 || d < kept) {
+			kept = d
+		}
+	}
+	return kept, nil
+}

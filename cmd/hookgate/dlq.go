@@ -25,6 +25,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	if len(args) == 0 {
 		return usagef("dlq: %s", dlqUsage)
 	}
+	args = subcommandFirst(args)
 	sub := args[0]
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -107,7 +108,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	if *all {
+		read := 0
 		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, letterRange(*provider), func(m jetstream.StoredMsg, _ uint64) error {
+			read++
 			if *reason == "" || strings.Contains(m.Header.Get(event.HeaderDlqReason), *reason) {
 				seqs = append(seqs, m.Seq)
 			}
@@ -116,16 +119,42 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return fmt.Errorf("dlq replay: %w", err)
 		}
+		if err := unknownLetterProvider("dlq replay", sys, *provider, read); err != nil {
+			return err
+		}
+	}
+	var dry *consumer.DryRun
+	if *dryRun {
+		// Each letter judged after those the re-feed would apply before it.
+		dry = proc.NewDryRun()
 	}
 	var count [3]int // by refeedResult
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tKEY\tRESULT\tREASON")
+	tried := 0
 	for _, seq := range seqs {
-		line, res := dlqReplayOne(ctx, sys, proc, rec, audit, seq, *dryRun)
+		if ctx.Err() != nil {
+			// Interrupted (or out of time): the letters left were not
+			// tried; re-feeding them with a dead context printed each as
+			// an error (review V, as review 9 found for replay).
+			break
+		}
+		line, res := dlqReplayOne(ctx, sys, proc, rec, audit, seq, dry)
 		count[res]++
+		tried++
 		fmt.Fprintln(tw, line)
 	}
 	_ = tw.Flush()
+	if err := ctx.Err(); err != nil {
+		left := seqs[tried:]
+		fmt.Fprintf(stdout, "stopped after %d of %d letters\n", tried, len(seqs))
+		what := "none left"
+		if len(left) > 0 {
+			what = fmt.Sprintf("%d letters not re-fed, untouched in DLQ (first %d)", len(left), left[0])
+		}
+		fmt.Fprintf(stderr, "hookgate: dlq replay stopped (%v): %s; run it again to go on\n", err, what)
+		return silentError{1}
+	}
 	notFed := ""
 	if n := count[notRefed]; n > 0 {
 		notFed = fmt.Sprintf(", %d not re-fed", n)
@@ -143,6 +172,39 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return silentError{1}
 	}
 	return nil
+}
+
+// subcommandFirst moves dlq's subcommand to the front when flags come
+// before it (`dlq --config FILE list`, as typed from shell history): the
+// flag parser took it for a sequence number, and the error named the file
+// (review V). Without a subcommand among the arguments they stay as they
+// are, for the usage error.
+func subcommandFirst(args []string) []string {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "list" || a == "show" || a == "replay":
+			if i == 0 {
+				return args
+			}
+			out := append([]string{a}, args[:i]...)
+			return append(out, args[i+1:]...)
+		case !strings.HasPrefix(a, "-"):
+			return args // a sequence number or an unknown word: not ours to move
+		case !strings.Contains(a, "=") && dlqValueFlag(a):
+			i++ // its value follows
+		}
+	}
+	return args
+}
+
+// dlqValueFlag: a dlq flag that takes a value (-config FILE).
+func dlqValueFlag(a string) bool {
+	switch strings.TrimLeft(a, "-") {
+	case "config", "provider", "reason":
+		return true
+	}
+	return false
 }
 
 // refeedResult is what became of one letter in dlq replay.
@@ -183,7 +245,8 @@ func letterEvent(m jetstream.StoredMsg) consumer.Event {
 }
 
 // dlqReplayOne re-feeds one letter and says what became of it.
-func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dryRun bool) (string, refeedResult) {
+// dry is not nil in a dry run.
+func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dry *consumer.DryRun) (string, refeedResult) {
 	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNotFound) {
@@ -197,8 +260,8 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		// letter for the same event, the old one removed.
 		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ", seq, ev.Key, ev.Provider), notRefed
 	}
-	if dryRun {
-		j, err := proc.Judge(ctx, ev, 0)
+	if dry != nil {
+		j, err := dry.Judge(ctx, ev, 0)
 		if err != nil {
 			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), notRefed
 		}
@@ -252,8 +315,9 @@ func dlqList(ctx context.Context, sys *system, provider, reason string, stdout i
 	r := letterRange(provider)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tKEY\tPROVIDER\tREASON\tDELIVERIES\tTIME")
-	n := 0
+	n, read := 0, 0
 	err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, r, func(m jetstream.StoredMsg, _ uint64) error {
+		read++
 		why := m.Header.Get(event.HeaderDlqReason)
 		if reason != "" && !strings.Contains(why, reason) {
 			return nil
@@ -266,9 +330,26 @@ func dlqList(ctx context.Context, sys *system, provider, reason string, stdout i
 	if err != nil {
 		return fmt.Errorf("dlq list: %w", err)
 	}
+	if err := unknownLetterProvider("dlq list", sys, provider, read); err != nil {
+		return err
+	}
 	_ = tw.Flush()
 	fmt.Fprintf(stdout, "%d letters\n", n)
 	return nil
+}
+
+// unknownLetterProvider refuses a --provider that is neither in the config
+// nor found on any letter (read: the letters its filter selected): a typo
+// answered "0 letters", exit 0, while letters waited (review V). A provider
+// removed from the config but with letters left is still a filter.
+func unknownLetterProvider(cmd string, sys *system, provider string, read int) error {
+	if provider == "" || read > 0 {
+		return nil
+	}
+	if _, ok := sys.cfg.Providers[provider]; ok {
+		return nil
+	}
+	return fmt.Errorf("%s: --provider %q is not in the config and no letter in DLQ has it", cmd, provider)
 }
 
 func truncateReason(s string, n int) string {

@@ -106,6 +106,10 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	horizon, err := replayHorizon(ctx, sys, stderr)
+	if err != nil {
+		return err
+	}
 	forwards := map[string]consumer.Effect{}
 	for name, pc := range cfg.Providers {
 		if pc.Effects.Forward.URL != "" {
@@ -123,6 +127,10 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	progress := newProgress(stderr)
 	letters := &storedLetters{sys: sys}
 	ro := &rideOut{}
+	if *dryRun {
+		// Each event judged after those the run would apply before it.
+		ro.dry = proc.NewDryRun()
+	}
 	missing := map[string]bool{} // providers of stored events that the config lacks
 	var undecided uint64         // the first stored event not decided yet, once one was read
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
@@ -149,7 +157,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			progress.step(total)
 			return nil
 		}
-		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, cfg, ev, *dryRun, *redeliver, *force)
+		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, horizon, ev, *dryRun, *redeliver, *force)
 		counts[decision]++
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
 		progress.step(total)
@@ -187,12 +195,12 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 // replayOne decides (dry run) or re-feeds one event. Re-feeding goes
 // through the same rules as the consumer, so an applied event stays
 // applied once: it is reported already-applied.
-func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, letters *storedLetters, cfg *config.Config, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
-	horizon := cfg.Dedup.Horizon
+func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwards map[string]consumer.Effect, audit *jetstream.AuditWriter, letters *storedLetters, horizon time.Duration, ev consumer.Event, dryRun, redeliver, force bool) (string, string) {
+	judged := horizon
 	if force {
-		horizon = 0
+		judged = 0
 	}
-	j, err := ro.judge(ctx, proc, ev, horizon)
+	j, err := ro.judge(ctx, proc, ev, judged)
 	if err != nil {
 		return decFailed, err.Error()
 	}
@@ -214,7 +222,7 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 	}
 	// Nothing remembers keys beyond the horizon: an event applied before
 	// looks new, and applying it again runs its effects a second time.
-	forced := force && j.Decision == consumer.Applied && !ev.ReceivedAt.IsZero() && time.Since(ev.ReceivedAt) > cfg.Dedup.Horizon
+	forced := force && j.Decision == consumer.Applied && !ev.ReceivedAt.IsZero() && time.Since(ev.ReceivedAt) > horizon
 	if forced {
 		j.Reason = joinReason(j.Reason, forcedReason)
 	}
@@ -222,6 +230,9 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 		d := j.Decision
 		if d == consumer.Applied {
 			d = decApply
+			if seq, err := letters.of(ctx, ev); err == nil && seq != 0 {
+				j.Reason = joinReason(j.Reason, fmt.Sprintf("its letter %d would be removed from DLQ", seq))
+			}
 		}
 		if d == consumer.AlreadyApplied && redeliver {
 			if _, ok := forwards[ev.Provider]; ok {
@@ -250,9 +261,29 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 	if forced && decision == consumer.Applied {
 		out.Reason = joinReason(out.Reason, forcedReason)
 	}
+	if decision == consumer.Applied {
+		out.Reason = joinReason(out.Reason, letters.resolve(ctx, audit, ev))
+	}
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
 		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
 	return decision, out.Reason
+}
+
+// replayHorizon is the horizon replay judges by: this config's
+// dedup.horizon, or how long the running system remembers applied keys
+// where that is shorter (jetstream.KeptFor; said on stderr).
+func replayHorizon(ctx context.Context, sys *system, stderr io.Writer) (time.Duration, error) {
+	horizon := sys.cfg.Dedup.Horizon
+	kept, err := jetstream.KeptFor(ctx, sys.conn)
+	if err != nil {
+		return 0, fmt.Errorf("replay: read how long applied keys are kept: %w", err)
+	}
+	if kept > 0 && kept < horizon {
+		fmt.Fprintf(stderr, "hookgate: replay: the system remembers applied keys for %s, less than this config's dedup.horizon %s: events stored longer ago than %s are beyond the horizon\n",
+			kept, horizon, kept)
+		horizon = kept
+	}
+	return horizon, nil
 }
 
 // rideOut lets a replay wait out a failover (a cluster's leader election:
@@ -264,6 +295,8 @@ type rideOut struct {
 	// down: the stores did not answer for judgeRideOut; each event then
 	// gets one try until they answer again.
 	down bool
+	// dry, in a dry run, judges each event after the ones before it.
+	dry *consumer.DryRun
 }
 
 // judgeRideOut bounds how long a replay waits for the stores to answer
@@ -278,8 +311,12 @@ func (r *rideOut) judge(ctx context.Context, proc *consumer.Processor, ev consum
 	// the stores' silence (review D3).
 	start := time.Now()
 	wait := 250 * time.Millisecond
+	judge := proc.Judge
+	if r.dry != nil {
+		judge = r.dry.Judge
+	}
 	for {
-		j, err := proc.Judge(ctx, ev, horizon)
+		j, err := judge(ctx, ev, horizon)
 		if err == nil {
 			r.down = false
 			return j, nil
@@ -375,8 +412,11 @@ func (p *progress) done() {
 
 // joinReason appends more to a reason that may be empty.
 func joinReason(reason, more string) string {
-	if reason == "" {
+	switch {
+	case reason == "":
 		return more
+	case more == "":
+		return reason
 	}
 	return reason + "; " + more
 }
@@ -386,28 +426,63 @@ func joinReason(reason, more string) string {
 // WEBHOOKS).
 type storedLetters struct {
 	sys  *system
-	read map[string]map[uint64]uint64 // DLQ subject -> stored seq -> letter seq
+	read map[string]map[uint64][]uint64 // DLQ subject -> stored seq -> letter seqs, oldest first
 }
 
 // of returns the sequence in DLQ of ev's newest letter, 0 if none.
 func (l *storedLetters) of(ctx context.Context, ev consumer.Event) (uint64, error) {
+	all, err := l.all(ctx, ev)
+	if err != nil || len(all) == 0 {
+		return 0, err
+	}
+	return all[len(all)-1], nil
+}
+
+// all returns the sequences in DLQ of ev's letters, oldest first.
+func (l *storedLetters) all(ctx context.Context, ev consumer.Event) ([]uint64, error) {
 	subj := jetstream.LetterSubject(ev.Provider, ev.Account)
 	if l.read == nil {
-		l.read = map[string]map[uint64]uint64{}
+		l.read = map[string]map[uint64][]uint64{}
 	}
 	seqs, ok := l.read[subj]
 	if !ok {
-		seqs = map[uint64]uint64{}
+		seqs = map[uint64][]uint64{}
 		err := jetstream.Read(ctx, l.sys.conn, jetstream.StreamDLQ, jetstream.Range{Filter: subj}, func(m jetstream.StoredMsg, _ uint64) error {
 			if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil {
-				seqs[stored] = m.Seq
+				seqs[stored] = append(seqs[stored], m.Seq)
 			}
 			return nil
 		})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		l.read[subj] = seqs
 	}
 	return seqs[ev.Seq], nil
+}
+
+// resolve removes the letters of ev, which replay just applied: left in
+// DLQ, a later `dlq replay` re-fed them, and once the applied key had
+// expired the event applied, and forwarded, a second time (review V).
+// It says what it did, for the replay's line; removed letters are
+// audited as dlq-removed.
+func (l *storedLetters) resolve(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event) string {
+	seqs, err := l.all(ctx, ev)
+	if err != nil {
+		return "its letters in DLQ were not looked up: " + err.Error() + " (check 'hookgate dlq list' before re-feeding them)"
+	}
+	var done []string
+	for _, seq := range seqs {
+		if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+			return fmt.Sprintf("its letter %d was not removed from DLQ: %v (do not re-feed it: 'hookgate dlq show %d')", seq, err, seq)
+		}
+		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
+			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: applied by replay", seq), Actor: event.ActorOperator})
+		done = append(done, strconv.FormatUint(seq, 10))
+	}
+	l.read[jetstream.LetterSubject(ev.Provider, ev.Account)][ev.Seq] = nil
+	if len(done) == 0 {
+		return ""
+	}
+	return "its letter " + strings.Join(done, ", ") + " removed from DLQ"
 }

@@ -52,6 +52,19 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		if !*asJSON {
 			writeInstances(stdout, inst)
+			return fmt.Errorf("status: %w", err)
+		}
+		// The instances explain the most exactly then (a serve not ready,
+		// and why): monitoring gets them too, with the error (review V:
+		// stdout was empty).
+		d := statusErrorDoc{Time: time.Now().UTC(), Via: via, Instances: inst.Docs, InstancesNote: inst.None, Error: "status: " + err.Error()}
+		if d.Instances == nil {
+			d.Instances = []instanceDoc{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if eerr := enc.Encode(d); eerr != nil {
+			return eerr
 		}
 		return fmt.Errorf("status: %w", err)
 	}
@@ -153,6 +166,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	consumer_lock        on a cluster, the instance that applies events
 //	  owner              host/pid/id of the holder; "" when free
 //	  until              when it expires unless renewed
+//
+// When JetStream does not answer, the document holds only time, via,
+// instances, instances_note and error (statusErrorDoc), and the exit is 1.
 type statusDoc struct {
 	Time          time.Time         `json:"time"`
 	Via           string            `json:"via"`
@@ -168,6 +184,16 @@ type statusDoc struct {
 	AppliedKeys   uint64            `json:"applied_keys"`
 	Dedup         dedupDoc          `json:"dedup"`
 	ConsumerLock  *lockDoc          `json:"consumer_lock,omitempty"`
+}
+
+// statusErrorDoc is `hookgate status --json` when JetStream does not
+// answer (exit 1): the running serves that answered, and the error.
+type statusErrorDoc struct {
+	Time          time.Time     `json:"time"`
+	Via           string        `json:"via"`
+	Instances     []instanceDoc `json:"instances"`
+	InstancesNote string        `json:"instances_note,omitempty"`
+	Error         string        `json:"error"`
 }
 
 // lockDoc: which instance applies events on a cluster; owner empty when
