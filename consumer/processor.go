@@ -77,6 +77,10 @@ type Options struct {
 	// waited out a dead process's leases (LeaseTTL), the subjects they held
 	// up included.
 	Gone func(owner string) bool
+	// Actor names who decides in the AUDIT records of this processor's
+	// decisions: "" is event.ActorConsumer (serve's consumer); an operator
+	// command (replay, dlq replay) says event.ActorOperator.
+	Actor string
 }
 
 // Processor applies events once, in watermark order per subject. Process
@@ -134,6 +138,9 @@ func (p *Processor) crashAt(step, key string) bool { return p.crash != nil && p.
 func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, dlq DeadLetters, audit Auditor, log *slog.Logger, m *Metrics, o Options) *Processor {
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Actor == "" {
+		o.Actor = event.ActorConsumer
 	}
 	if o.MaxDeliver < 1 {
 		o.MaxDeliver = 1
@@ -421,7 +428,7 @@ func (p *Processor) finishRemembered(ctx context.Context, m *Message) Outcome {
 func (p *Processor) record(ev Event, decision, reason string) {
 	p.audit.Record(event.AuditRecord{
 		Time: p.opts.Now().UTC(), Decision: decision, Provider: ev.Provider, Account: ev.Account,
-		Key: ev.Key, Seq: ev.Seq, Reason: reason, Actor: event.ActorConsumer,
+		Key: ev.Key, Seq: ev.Seq, Reason: reason, Actor: p.opts.Actor,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,10 @@ func deadServe(owner string) bool { return strings.HasPrefix(owner, servePrefix)
 // subject it held (forward.timeout + 30 s), silent (review A).
 func cliProcessorOptions(cfg *config.Config, sys *system) consumer.Options {
 	o := processorOptions(cfg)
+	// What an operator's command applies, finds stale or dead-letters is
+	// the operator's decision in AUDIT, as its replayed and dlq-* records
+	// are (review V: they said consumer).
+	o.Actor = event.ActorOperator
 	if sys.embedded != nil {
 		o.Gone = deadServe
 	}

@@ -68,6 +68,12 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if r.Until, err = parseWhen(*until, now); err != nil {
 		return usagef("replay: --until: %v", err)
 	}
+	if wholeSecond(*until) {
+		// A time in whole seconds, as `dlq list`, `status` and `trace`
+		// print them, means that whole second: the events stored later in
+		// it were left out (review V).
+		r.Until = r.Until.Add(time.Second - time.Nanosecond)
+	}
 	if !r.Since.IsZero() && !r.Until.IsZero() && r.Until.Before(r.Since) {
 		// Most likely swapped: durations count back from now, so --until
 		// takes the shorter one.
@@ -372,6 +378,13 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration like 2h", s)
 	}
 	return now.Add(-d), nil
+}
+
+// wholeSecond reports whether s is an RFC 3339 time without a fraction
+// of a second.
+func wholeSecond(s string) bool {
+	_, err := time.Parse(time.RFC3339, s)
+	return err == nil && !strings.Contains(s, ".")
 }
 
 // progress draws "N/M" on a terminal's stderr; quiet otherwise.

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What an operator's command decides is the operator's in AUDIT: an event
+// `replay` applies and one it finds stale are recorded with actor
+// operator, like its replayed records (they said consumer, as if serve's
+// consumer had decided; review V). serve's own decisions stay consumer's
+// (e2e TestStatusAndTrace).
+func TestReplayDecisionsAreTheOperators(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := review7Config(t, dataDir, natsAddr, "", "") // gateway only: nothing applies until the replay
+	s := review7Start(t, cfg, true)
+	for _, body := range []string{
+		`{"id":"new","grant_id":"G-1","at":"2026-11-30T11:00:00Z"}`,
+		`{"id":"old","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`,
+	} {
+		if code := review6Post(t, s.base, body); code != 200 {
+			t.Fatalf("post %s: %d", body, code)
+		}
+	}
+	if r := review9Run(t, "", "replay", "--config", cfg); r.code != 0 {
+		t.Fatalf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for key, decision := range map[string]string{"p:default:evt:new": "applied", "p:default:evt:old": "stale"} {
+		var actors map[string]string
+		for end := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			r := review9Run(t, "", "trace", key, "--json", "--config", cfg)
+			var doc traceDoc
+			if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+				t.Fatalf("trace --json: %v\n%s%s", err, r.stdout, r.stderr)
+			}
+			actors = map[string]string{}
+			for _, a := range doc.Audit {
+				actors[a.Decision] = a.Actor
+			}
+			if actors[decision] != "" && actors["replayed"] != "" {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatalf("%s: AUDIT has no %s and replayed records within 15 s: %v", key, decision, actors)
+			}
+		}
+		if actors[decision] != "operator" || actors["replayed"] != "operator" {
+			t.Errorf("%s: AUDIT actors %v; want %s and replayed both by operator", key, actors, decision)
+		}
+	}
+}
+
+// `replay --until T` with T in whole seconds, as `dlq list`, `status` and
+// `trace` print times, takes in the events stored later in that second:
+// copied from the listing of the last event wanted, it left that very
+// event out (review V).
+func TestReplayUntilAWholeSecondTakesItIn(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := review7Config(t, dataDir, natsAddr, "", "")
+	s := review7Start(t, cfg, true)
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-11-30T11:00:00Z"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	r := review9Run(t, "", "trace", "p:default:evt:e1", "--json", "--config", cfg)
+	var doc traceDoc
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Stored) != 1 {
+		t.Fatalf("trace --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	stored := doc.Stored[0].Time
+	if stored.Nanosecond() == 0 {
+		t.Skip("stored at a whole second: nothing to tell apart")
+	}
+	until := stored.UTC().Format(time.RFC3339) // whole seconds, before the event's own time
+	r = review9Run(t, "", "replay", "--dry-run", "--until", until, "--config", cfg)
+	if d := reviewVDecisions(r.stdout)["p:default:evt:e1"]; d != "apply" {
+		t.Errorf("replay --until %s (the second the event was stored in, at %s): decision %q, want apply\n%s%s",
+			until, stored.Format(time.RFC3339Nano), d, r.stdout, r.stderr)
+	}
+	// A time with a fraction means that instant.
+	before := stored.Add(-time.Nanosecond).UTC().Format(time.RFC3339Nano)
+	if r := review9Run(t, "", "replay", "--dry-run", "--until", before, "--config", cfg); !strings.Contains(r.stdout, "0 events") {
+		t.Errorf("replay --until %s, a nanosecond before the event was stored: want it left out\n%s%s", before, r.stdout, r.stderr)
+	}
+}
