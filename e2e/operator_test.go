@@ -164,9 +164,11 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 			regexp.MustCompile(`dlq-removed +operator, WEBHOOKS seq 1, DLQ 1: re-appended as 2`).MatchString(tr)
 	})
 	// Filters select letters for --all; elsewhere they are a usage error.
-	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--provider", "other", "--config", e.cfgPath)
-	if code != 0 || !strings.Contains(out, "0 letters") {
-		t.Fatalf("dlq replay --all --provider other (exit %d):\n%s", code, out)
+	// A provider neither in the config nor on a letter is a typo, named
+	// (review V: it answered 0 letters, exit 0).
+	out, errOut, code := cli(t, "dlq", "replay", "--all", "--dry-run", "--provider", "other", "--config", e.cfgPath)
+	if code != 1 || !strings.Contains(errOut, `--provider "other" is not in the config`) {
+		t.Fatalf("dlq replay --all --provider other (exit %d):\n%s%s", code, out, errOut)
 	}
 	out, _, code = cli(t, "dlq", "replay", "--all", "--dry-run", "--reason", "no such reason", "--config", e.cfgPath)
 	if code != 0 || !strings.Contains(out, "0 letters") {

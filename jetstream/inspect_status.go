@@ -55,6 +55,7 @@ type BucketStatus struct {
 	KeyShards uint64
 	Bytes     uint64
 	TTL       time.Duration // 0: entries never expire
+	Metadata  map[string]string
 }
 
 // Position is how far a consumer got.
@@ -299,7 +300,7 @@ func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, erro
 		return bs, classify("bucket "+name, err)
 	}
 	bs.Exists = true
-	bs.Values, bs.Bytes, bs.TTL = s.Values(), s.Bytes(), s.TTL()
+	bs.Values, bs.Bytes, bs.TTL, bs.Metadata = s.Values(), s.Bytes(), s.TTL(), s.Metadata()
 	if name == BucketMarks && bs.Values > 0 {
 		// At most consumer.KeyShards per provider: cheap to list.
 		st, err := c.JS.Stream(ctx, "KV_"+name)
@@ -469,6 +470,10 @@ func firstSeqSince(ctx context.Context, c *Conn, stream string, since time.Time)
 // longer (a file already edited for the next rollout), and an event
 // judged within that horizon but forgotten by the system would apply
 // twice (review V).
+//
+// After the horizon was raised, keys that expired under the old one stay
+// forgotten: until the new horizon has passed since, KeptFor is the time
+// since the first event whose key may still be remembered (metaKeptFrom).
 func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
 	applied, err := bucketStatus(ctx, c, BucketApplied)
 	if err != nil {
@@ -478,8 +483,12 @@ func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
+	raised := time.Duration(0)
+	if from, err := time.Parse(time.RFC3339Nano, applied.Metadata[metaKeptFrom]); err == nil {
+		raised = max(time.Since(from), time.Nanosecond)
+	}
 	kept := time.Duration(0)
-	for _, d := range []time.Duration{applied.TTL, grants.MaxAge} {
+	for _, d := range []time.Duration{applied.TTL, grants.MaxAge, raised} {
 		if d > 0 && (kept == 0 || d < kept) {
 			kept = d
 		}

@@ -30,10 +30,50 @@ type KVConfig struct {
 }
 
 // ProvisionKV creates or updates the WATERMARKS and APPLIED buckets.
+// A longer horizon than APPLIED had is recorded in its metadata
+// (metaKeptFrom): the keys that expired under the old one are gone.
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
 	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (js.KeyValue, error) {
+		if cfg.Bucket == BucketApplied {
+			if prev, err := j.KeyValue(ctx, cfg.Bucket); err == nil {
+				st, err := prev.Status(ctx)
+				if err != nil {
+					return nil, classify("open KV "+cfg.Bucket, err)
+				}
+				cfg.Metadata = keptMetadata(st.TTL(), st.Metadata(), cfg.TTL, time.Now())
+			}
+		}
 		return provisionBucket(ctx, j, c.Replicas, cfg)
 	})
+}
+
+// metaKeptFrom, in APPLIED's metadata, is the RFC 3339 time before which
+// events may have been forgotten though the bucket's TTL would cover them:
+// the horizon was raised (dedup.horizon 96h -> 120h), and keys that had
+// expired under the old one do not come back. Absent once the TTL alone
+// bounds what is remembered again.
+const metaKeptFrom = "hookgate_applied_kept_from"
+
+// keptMetadata is APPLIED's metadata for a TTL changed from oldTTL to ttl
+// at now (0: keys never expire), from its metadata before (meta).
+func keptMetadata(oldTTL time.Duration, meta map[string]string, ttl time.Duration, now time.Time) map[string]string {
+	out := map[string]string{}
+	for k, v := range meta {
+		if k != metaKeptFrom {
+			out[k] = v
+		}
+	}
+	from, _ := time.Parse(time.RFC3339Nano, meta[metaKeptFrom])
+	if oldTTL > 0 && (ttl == 0 || ttl > oldTTL) {
+		// Raised: what was stored before now-oldTTL is forgotten.
+		if f := now.Add(-oldTTL); f.After(from) {
+			from = f
+		}
+	}
+	if !from.IsZero() && (ttl == 0 || from.After(now.Add(-ttl))) {
+		out[metaKeptFrom] = from.UTC().Format(time.RFC3339Nano)
+	}
+	return out
 }
 
 // OpenKV returns the WATERMARKS and APPLIED buckets for an operator
