@@ -339,8 +339,17 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 	c.setDefaults(func(key string) bool { return d.set[key] })
 	if !d.set["nats.embedded.token"] {
 		// The contract's default is "${HOOKGATE_NATS_TOKEN:-}": the
-		// variable counts without the line in the file.
-		c.NATS.Embedded.Token = Secret(getenv("HOOKGATE_NATS_TOKEN"))
+		// variable counts without the line in the file, file:/path
+		// included, as it would with the line (review Y: the path's text
+		// was the token).
+		tok := getenv("HOOKGATE_NATS_TOKEN")
+		if path, ok := strings.CutPrefix(tok, "file:"); ok {
+			var err error
+			if tok, err = d.readFile(baseDir, path); err != nil {
+				d.errorf("nats.embedded.token", nil, "%v (from HOOKGATE_NATS_TOKEN)", err)
+			}
+		}
+		c.NATS.Embedded.Token = Secret(tok)
 	}
 	c.resolvePaths(baseDir)
 	if len(d.problems) > 0 {

@@ -113,25 +113,76 @@ func (ps Problems) except(bad Problems) Problems {
 next:
 	for _, p := range ps {
 		for _, b := range bad {
-			if b.Key == "" || reads(group(p.Key), group(b.Key)) || related(p.Key, b.Key) {
+			if b.Key == "" || checkReads(p, b.Key) || related(p.Key, b.Key) {
 				continue next
 			}
-			// A misspelt key leaves its intended sibling unset.
-			if i := strings.LastIndexByte(b.Key, '.'); i > 0 && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, b.Key[:i]) {
+			// A misspelt key leaves the key it was meant to be unset, when
+			// decode could tell which (a misspelt "dedupe:" section left
+			// dedup.horizon at its default, and retention was checked
+			// against that; review 9): the checks that read that key.
+			// ("provider:" meant "providers", and every provider is inside
+			// that key, but none reads it.) When it could not tell, any
+			// sibling's.
+			if b.meant != "" && checkReads(p, b.meant) {
 				continue next
 			}
-			// ... and the key it was meant to be, when decode could tell
-			// (a misspelt "dedupe:" section left dedup.horizon at its
-			// default, and retention was checked against that; review 9).
-			// (Its group's checks only: "provider:" meant "providers", and
-			// every provider is inside that key, but none reads it.)
-			if b.meant != "" && reads(group(p.Key), group(b.meant)) {
+			if i := strings.LastIndexByte(b.Key, '.'); b.meant == "" && i > 0 && strings.HasPrefix(b.Msg, "unknown key") && related(p.Key, b.Key[:i]) {
 				continue next
 			}
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// checkReads reports whether the check that found p reads key (or a key
+// inside it). Where Check's checks are known key by key (the sections
+// outside providers), exactly those: a misspelt nats key, or a token from
+// an unset variable, hid dedup.window's error, which reads dedup alone;
+// an unreadable consumer.workers hid consumer.max_deliver's (review Y).
+// Elsewhere (a provider's entry, whose checks read each other's keys) by
+// group.
+func checkReads(p Problem, key string) bool {
+	if keys, ok := readKeys(p); ok {
+		for _, k := range keys {
+			if related(k, key) {
+				return true
+			}
+		}
+		return false
+	}
+	return reads(group(p.Key), group(key))
+}
+
+// readKeys lists the keys the check that found p reads (see Check); ok is
+// false where they are not known key by key.
+func readKeys(p Problem) (keys []string, ok bool) {
+	k := p.Key
+	if i := strings.IndexByte(k, '['); i >= 0 {
+		k = k[:i] // consumer.backoff[2]: the list's check
+	}
+	section, _, _ := strings.Cut(k, ".")
+	switch {
+	case k == "dedup.window" && p.Warning: // the short-window warning: embedded gateways only
+		return []string{k, "dedup.horizon", "nats", "roles"}, true
+	case k == "dedup.window":
+		return []string{k, "dedup.horizon"}, true
+	case section == "retention" && strings.HasSuffix(k, ".max_age"): // against the horizon or the window
+		return []string{k, "dedup"}, true
+	case section == "retention" && strings.HasSuffix(k, ".max_bytes"):
+		return []string{k, "http.max_body_bytes"}, true
+	case k == "http.admin_listen":
+		return []string{k, "http.listen"}, true
+	case k == "nats.embedded.listen":
+		return []string{k, "nats.url", "http.listen", "http.admin_listen"}, true
+	case section == "nats" || section == "providers":
+		return nil, false // nats's checks read url, replicas and the embedded keys together
+	case section == "http" && strings.HasPrefix(k, "http.tls."):
+		return []string{"http.tls"}, true
+	case section == "dedup" || section == "consumer" || section == "http" || section == "log" || section == "roles":
+		return []string{k}, true
+	}
+	return nil, false
 }
 
 // group is the part of the config a key belongs to: its top-level section

@@ -110,7 +110,7 @@ func (c *Config) checkHTTP(k *checker) {
 	if h.AdminListen != "" {
 		if err := checkHostPort(h.AdminListen); err != nil {
 			k.errorf("http.admin_listen", "%v", err)
-		} else if h.AdminListen == h.Listen {
+		} else if sameListen(h.AdminListen, h.Listen) {
 			k.errorf("http.admin_listen", "same address as http.listen; leave it empty to serve /healthz, /readyz and /metrics on http.listen")
 		}
 	}
@@ -214,8 +214,32 @@ func (c *Config) checkNATS(k *checker) {
 			k.errorf("nats.embedded.listen", "%v", err)
 		} else if n.URL != "" {
 			k.warnf("nats.embedded.listen", "ignored: nats.url is set, so no embedded server runs")
+		} else {
+			// serve failed at start with "address already in use", after
+			// config check said ok (review Y).
+			for _, h := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"http.admin_listen", c.HTTP.AdminListen}} {
+				if h.addr != "" && sameListen(e.Listen, h.addr) {
+					k.errorf("nats.embedded.listen", "%s takes the same address as %s; give the embedded server its own port", e.Listen, h.key)
+				}
+			}
 		}
 	}
+}
+
+// sameListen reports whether two listen addresses (host:port) would take
+// the same socket: the same port (not 0, which picks a free one) on the
+// same host, or on a host that is every address ("", 0.0.0.0, [::]).
+func sameListen(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil {
+		return a == b
+	}
+	if ap != bp || ap == "0" {
+		return false
+	}
+	everyAddr := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ah == bh || everyAddr(ah) || everyAddr(bh)
 }
 
 func validNATSURL(s string) bool {

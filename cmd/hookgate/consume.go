@@ -51,7 +51,9 @@ func consumerRules(cfg *config.Config, grants consumer.Grants, fm *consumer.Forw
 func leaseTTL(cfg *config.Config) time.Duration {
 	longest := time.Duration(0)
 	for _, pc := range cfg.Providers {
-		longest = max(longest, pc.Effects.Forward.Timeout)
+		if pc.Effects.Forward.URL != "" { // a forward that is off runs no effect (review Y)
+			longest = max(longest, pc.Effects.Forward.Timeout)
+		}
 	}
 	return longest + 30*time.Second
 }
