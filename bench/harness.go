@@ -195,7 +195,7 @@ func e2eNote(e *E2EResult) string {
 	}
 	s := fmt.Sprintf("  applied %.0f/s (%d of %d stored), lag 0 after %.1fs: %t", e.AppliedRate, e.Applied, e.Stored, e.DrainSeconds, e.Drained)
 	if e.Offered > 0 {
-		s += fmt.Sprintf("; paced at %.0f/s: applied %.0f/s in the window, lag at its end %d (at most %d)", e.Offered, e.WindowApplied, e.WindowLagEnd, e.WindowLagMax)
+		s += fmt.Sprintf("; paced at %.0f/s (sent %.0f/s): applied %.0f/s in the window, lag at its end %d (at most %d)", e.Scheduled, e.Offered, e.WindowApplied, e.WindowLagEnd, e.WindowLagMax)
 	}
 	if e.Stall != "" {
 		s += "; stalled: " + e.Stall
@@ -393,7 +393,10 @@ func (h *harness) round(ctx context.Context, round int, c Configuration, rate fl
 	if mon != nil {
 		res.E2E = mon.drain(ctx, h.o.DrainTimeout)
 		if c.Pace > 0 {
-			res.E2E.Offered = rate
+			res.E2E.Scheduled, res.E2E.Offered = rate, rate
+			if sent := float64(lr.SentInWindow) / lo.Duration.Seconds(); sent < 0.98*rate {
+				res.E2E.Offered = sent // see E2EResult.Offered
+			}
 		}
 		if m, err := ReadMemory(child.Pid()); err == nil {
 			mem = m

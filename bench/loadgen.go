@@ -72,12 +72,17 @@ type LoadResult struct {
 	Sent     uint64        // every request, warm-up included
 	// Slots is a paced load's schedule: how many requests fall due before
 	// its end, warm-up included (0: not paced). Sent never exceeds it.
-	Slots      uint64
-	Accepted   uint64 // 200 "accepted", warm-up included
-	Duplicates uint64 // 200 "duplicate", warm-up included
-	Errors     uint64 // non-200 answers and transport errors, warm-up included
-	Statuses   map[int]uint64
-	FirstError string
+	Slots uint64
+	// SentInWindow counts the requests sent inside the measured window
+	// (answered or not): a paced load's offered rate is SentInWindow over
+	// the window, which falls short of the schedule when every connection
+	// waited for an answer as slots fell due.
+	SentInWindow uint64
+	Accepted     uint64 // 200 "accepted", warm-up included
+	Duplicates   uint64 // 200 "duplicate", warm-up included
+	Errors       uint64 // non-200 answers and transport errors, warm-up included
+	Statuses     map[int]uint64
+	FirstError   string
 }
 
 // Load runs o.Conns workers against o.Addr for o.Warmup+o.Duration. It
@@ -143,6 +148,7 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 		res.Latency.Merge(&r.hist)
 		res.Measured += r.measured
 		res.Sent += r.sent
+		res.SentInWindow += r.sentInWindow
 		res.Accepted += r.accepted
 		res.Duplicates += r.duplicates
 		res.Errors += r.errors
@@ -165,6 +171,7 @@ func Load(ctx context.Context, o LoadOptions) (LoadResult, error) {
 type workerResult struct {
 	hist                                 Histogram
 	measured, sent, accepted, duplicates uint64
+	sentInWindow                         uint64
 	errors                               uint64
 	statuses                             map[int]uint64
 	firstError                           string
@@ -190,7 +197,8 @@ func (w *worker) run(ctx context.Context) workerResult {
 	r := workerResult{statuses: map[int]uint64{}}
 	defer w.close()
 	for ctx.Err() == nil {
-		if !w.pace.wait(ctx) {
+		due, ok := w.pace.wait(ctx)
+		if !ok {
 			break
 		}
 		now := time.Now()
@@ -223,10 +231,21 @@ func (w *worker) run(ctx context.Context) workerResult {
 			w.conn, w.br = c, bufio.NewReaderSize(c, 16<<10)
 		}
 		_ = w.conn.SetDeadline(time.Now().Add(60 * time.Second))
-		t0 := time.Now()
+		sentAt := time.Now()
+		t0 := sentAt
+		if !due.IsZero() && due.Before(t0) {
+			// Paced: timed from when its slot fell due, so a request that
+			// waited for a free connection counts that wait (review X: a
+			// stalled answer delayed every slot behind it, and the wait
+			// went unrecorded, coordinated omission).
+			t0 = due
+		}
 		status, body, closing, err := w.roundTrip(req)
 		t1 := time.Now()
 		r.sent++
+		if !sentAt.Before(w.mStart) && sentAt.Before(w.mEnd) {
+			r.sentInWindow++
+		}
 		if err != nil {
 			r.fail(0, err)
 			w.close()
@@ -247,7 +266,7 @@ func (w *worker) run(ctx context.Context) workerResult {
 		} else {
 			r.accepted++
 		}
-		if !t0.Before(w.mStart) && !t1.After(w.mEnd) {
+		if !sentAt.Before(w.mStart) && !t1.After(w.mEnd) { // the window counts what was sent in it
 			r.measured++
 			r.hist.Record(t1.Sub(t0))
 		}
@@ -263,21 +282,21 @@ type pacer struct {
 	next       atomic.Uint64
 }
 
-// wait takes the next slot and waits until it is due; without a rate it
-// returns at once. It reports false when the slot lies at or past the
-// load's end, or ctx ended.
-func (p *pacer) wait(ctx context.Context) bool {
+// wait takes the next slot and waits until it is due, and returns when it
+// was due; without a rate it returns at once (a zero time). It reports
+// false when the slot lies at or past the load's end, or ctx ended.
+func (p *pacer) wait(ctx context.Context) (time.Time, bool) {
 	if p.rate <= 0 {
-		return true
+		return time.Time{}, true
 	}
 	due, ok := p.due(p.next.Add(1) - 1)
 	if !ok {
-		return false
+		return time.Time{}, false
 	}
 	if d := time.Until(due); d > 0 {
 		sleepCtx(ctx, d)
 	}
-	return ctx.Err() == nil
+	return due, ctx.Err() == nil
 }
 
 // due is when slot k (0 first) falls due: k/rate after the start; false

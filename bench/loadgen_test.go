@@ -170,7 +170,10 @@ func TestPacerSharedSchedule(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for p.wait(t.Context()) {
+			for {
+				if _, ok := p.wait(t.Context()); !ok {
+					break
+				}
 				taken[i]++
 			}
 		}()

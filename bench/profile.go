@@ -199,9 +199,14 @@ func compareComponents(fl, gw *profiled) []ComponentCost {
 }
 
 func fetchProfile(addr string, d time.Duration, path string) error {
-	secs := int(d.Round(time.Second) / time.Second)
+	if d < time.Second || d%time.Second != 0 {
+		// pprof profiles whole seconds; the load's window, the divisor of
+		// CPU per request, is d itself (review X: 2.5s profiled 3).
+		return fmt.Errorf("fetch profile: %s is not a whole number of seconds", d)
+	}
+	secs := int(d / time.Second)
 	client := &http.Client{Timeout: d + 30*time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(secs, 1)))
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs))
 	if err != nil {
 		return fmt.Errorf("fetch profile: %w", err)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -63,8 +64,13 @@ type E2EResult struct {
 	// AppliedVsPeakGw is AppliedRate / the round's hmac rps; for a paced
 	// run, WindowApplied / hmac rps.
 	AppliedVsPeakGw float64 `json:"applied_vs_gateway_peak"`
-	// Offered is a paced run's rate (0: not paced).
-	Offered float64 `json:"offered_per_s,omitempty"`
+	// Offered is a paced run's rate (0: not paced): the schedule's
+	// (Scheduled), or, when the load generator sent less than 98% of it in
+	// the window (every connection waiting for an answer as slots fell
+	// due), what it sent (review X: the schedule's rate was reported as
+	// offered whatever went out).
+	Offered   float64 `json:"offered_per_s,omitempty"`
+	Scheduled float64 `json:"scheduled_per_s,omitempty"`
 	// The measured window as the monitor saw it: its length (0: a sample
 	// at an edge failed, so the rest is not measured), the applied rate
 	// inside it, and the lag at its end and at most within it.
@@ -80,6 +86,7 @@ type E2EResult struct {
 type PacedResult struct {
 	Rounds        int     `json:"rounds_measured"`
 	Offered       float64 `json:"offered_per_s"`
+	Scheduled     float64 `json:"scheduled_per_s"`
 	WindowApplied float64 `json:"applied_per_s_in_window"`
 	LagEnd        uint64  `json:"lag_at_window_end_max"`
 	LagMax        uint64  `json:"lag_max_in_window"`
@@ -224,7 +231,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 		if c.EndToEnd {
 			cr.Peak = c.Peak()
 		}
-		var rps, ratios, srv, cli, other, applied, appliedVs, peaks, offered, inWindow []float64
+		var rps, ratios, srv, cli, other, applied, appliedVs, peaks, offered, inWindow, scheduled []float64
 		for _, r := range rounds {
 			if r.Config != c.Name {
 				continue
@@ -259,6 +266,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 					if e.WindowSeconds > 0 {
 						cr.Paced.Rounds++
 						offered, inWindow = append(offered, e.Offered), append(inWindow, e.WindowApplied)
+						scheduled = append(scheduled, cmp.Or(e.Scheduled, e.Offered))
 						cr.Paced.LagEnd = max(cr.Paced.LagEnd, e.WindowLagEnd)
 						cr.Paced.LagMax = max(cr.Paced.LagMax, e.WindowLagMax)
 					}
@@ -276,7 +284,7 @@ func aggregate(cfgs []Configuration, rounds []RoundResult) []ConfigResult {
 		cr.ServerCPUus, cr.ClientCPUus, cr.OtherCPUs = median(srv), median(cli), median(other)
 		cr.AppliedRate, cr.AppliedVsPeakGw, cr.AppliedPeak = median(applied), median(appliedVs), median(peaks)
 		if cr.Paced != nil {
-			cr.Paced.Offered, cr.Paced.WindowApplied = median(offered), median(inWindow)
+			cr.Paced.Offered, cr.Paced.WindowApplied, cr.Paced.Scheduled = median(offered), median(inWindow), median(scheduled)
 		}
 		out = append(out, cr)
 	}
@@ -422,17 +430,43 @@ func (r *Report) goals() {
 		return yesNo(ok)
 	}
 	if floor.Rounds > 0 && hm.Rounds > 0 {
-		add("gateway throughput >= 0.9x floor (32 conns, 1 KB)", fmt.Sprintf("%.2fx (%.0f vs %.0f rps)", hm.RatioRPS, hm.RPS, floor.RPS), verdict(hm.RatioRPS >= 0.9, floor, hm))
+		// The goal is at issue 6's settings; a run at others says what it
+		// measured at and decides nothing (review X: the label claimed 32
+		// conns, 1 KB whatever the run used). Settings not recorded (0):
+		// taken as the defaults.
+		at, atGoal := "32 conns, 1 KB", true
+		if st := r.Settings; st.Conns != 0 && (st.Conns != 32 || st.BodyBytes != 1024) {
+			at, atGoal = fmt.Sprintf("%d conns, %d B bodies; the goal is at 32 conns, 1 KB", st.Conns, st.BodyBytes), false
+		}
+		met := verdict(hm.RatioRPS >= 0.9, floor, hm)
+		if !atGoal {
+			met = "n/a (not the goal's settings)"
+		}
+		add("gateway throughput >= 0.9x floor ("+at+")", fmt.Sprintf("%.2fx (%.0f vs %.0f rps)", hm.RatioRPS, hm.RPS, floor.RPS), met)
 		add("gateway p99 <= 2x floor p99", fmt.Sprintf("%.2fx (%.2f ms vs %.2f ms)", hm.RatioP99, hm.P99ms, floor.P99ms), verdict(hm.RatioP99 <= 2, floor, hm))
 	}
 	if re := r.config("redeliver"); re.Rounds > 0 && hm.Rounds > 0 {
-		add("redeliveries cost no more than new events", fmt.Sprintf("%.0f rps, %.0f µs CPU/req with redeliveries vs %.0f rps, %.0f µs/req without",
-			re.RPS, re.ServerCPUus, hm.RPS, hm.ServerCPUus), verdict(re.RPS >= 0.97*hm.RPS, re, hm))
+		// Cost is CPU per request, as the goal says (review X: it was
+		// decided on rps, which a redelivery answered from memory raises
+		// whatever the gateway spends).
+		met := verdict(re.ServerCPUus <= hm.ServerCPUus, re, hm)
+		if re.ServerCPUus <= 0 || hm.ServerCPUus <= 0 {
+			met = "n/a (CPU per request not measured)"
+		}
+		add("redeliveries cost no more than new events (CPU per request)", fmt.Sprintf("%.0f µs CPU/req with redeliveries vs %.0f µs/req without (%.0f vs %.0f rps)",
+			re.ServerCPUus, hm.ServerCPUus, re.RPS, hm.RPS), met)
 	}
 	if e := r.config("e2e"); e.Rounds > 0 && e.Drained != nil {
-		add("consumer applies >= 0.5x the gateway's peak rate, counted from a flat-out burst's start until the lag is 0 (the gateway takes all it can of the shared CPUs)",
-			fmt.Sprintf("%.2fx (%.0f applied/s vs %.0f rps; best 1 s: %.0f/s = %.2fx)", e.AppliedVsPeakGw, e.AppliedRate, hm.RPS, e.AppliedPeak, e.AppliedPeak/hm.RPS), yesNo(e.AppliedVsPeakGw >= 0.5))
-		add("lag returns to zero after a burst", fmt.Sprintf("%t, within %.1fs", *e.Drained, e.DrainSeconds), yesNo(*e.Drained))
+		const goal = "consumer applies >= 0.5x the gateway's peak rate, counted from a flat-out burst's start until the lag is 0 (the gateway takes all it can of the shared CPUs)"
+		if hm.Rounds == 0 || hm.RPS <= 0 {
+			// -only e2e: no peak to compare with (review X: decided "no"
+			// on a ratio against 0 rps).
+			add(goal, fmt.Sprintf("%.0f applied/s; no hmac round to compare with (run -only hmac,e2e)", e.AppliedRate), "n/a (no hmac round)")
+		} else {
+			add(goal, fmt.Sprintf("%.2fx (%.0f applied/s vs %.0f rps; best 1 s: %.0f/s = %.2fx)", e.AppliedVsPeakGw, e.AppliedRate, hm.RPS, e.AppliedPeak, e.AppliedPeak/hm.RPS),
+				verdict(e.AppliedVsPeakGw >= 0.5, e, hm))
+		}
+		add("lag returns to zero after a burst", fmt.Sprintf("%t, within %.1fs", *e.Drained, e.DrainSeconds), verdict(*e.Drained, e))
 	}
 	paced := func(goal string, c, peak ConfigResult) {
 		if c.Rounds == 0 || c.Drained == nil || c.Paced == nil || peak.RPS <= 0 {
@@ -441,9 +475,15 @@ func (r *Report) goals() {
 		if p := c.Paced; p.Rounds == 0 {
 			add(goal, "not measured: the window's edges could not be sampled", "n/a")
 		} else {
+			met := verdict(keptUp(c, peak.RPS), c, peak)
+			if p.Scheduled > 0 && p.Offered < p.Scheduled {
+				// The load generator did not keep its schedule: what the
+				// gateway and consumer would do at the pace is not shown.
+				met = fmt.Sprintf("n/a (the load generator sent %.0f/s of the %.0f/s scheduled)", p.Offered, p.Scheduled)
+			}
 			add(goal, fmt.Sprintf("%.2fx (%.0f applied/s in the window; offered %.0f/s = %.2fx the %s gateway's %.0f rps, answered %.0f/s; lag at the window's end %d, at most %d)",
 				c.AppliedVsPeakGw, p.WindowApplied, p.Offered, p.Offered/peak.RPS, peak.Name, peak.RPS, c.RPS, p.LagEnd, p.LagMax),
-				verdict(keptUp(c, peak.RPS), c, peak))
+				met)
 		}
 	}
 	paced("consumer applies >= 0.5x the gateway's peak rate, keeping up with a load paced at it (gateway and consumer on the same CPUs)", r.config("sustained"), hm)
@@ -471,10 +511,17 @@ func (r *Report) goals() {
 // less than a second of the load behind at the window's end, and the lag
 // returned to 0 afterwards. Halving is exact in floating point, so the
 // median of rates paced at 0.5x is exactly half the median hmac rate.
+//
+// The goal's own figure decides too: the applied rate is at least half the
+// peak (WindowApplied >= 0.5 peak), so a consumer applying 0.48x is never
+// "yes" under a ">= 0.5x" line, as the two 2% allowances stacked let it be
+// (review X). A consumer that keeps up exactly may so read "no" by the
+// window's edges: the goal errs on the strict side.
 func keptUp(c ConfigResult, peak float64) bool {
 	p := c.Paced
 	return p != nil && p.Rounds > 0 && c.Drained != nil && *c.Drained &&
-		p.Offered >= 0.5*peak && c.RPS >= 0.98*p.Offered && p.WindowApplied >= 0.98*c.RPS && float64(p.LagEnd) <= p.Offered
+		p.Offered >= 0.5*peak && c.RPS >= 0.98*p.Offered && p.WindowApplied >= 0.98*c.RPS && float64(p.LagEnd) <= p.Offered &&
+		p.WindowApplied >= 0.5*peak
 }
 
 // WriteJSON writes the report as indented JSON to path.

@@ -98,6 +98,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.Rounds < 0 || o.Conns < 1 || o.Duration <= 0 || !(o.Pace >= 0) || math.IsInf(o.Pace, 0) {
 		return usageError{errors.New("-conns and -duration must be positive, -rounds not negative, -pace a finite number, 0 or more")}
 	}
+	if o.Profile && (o.ProfileDuration < time.Second || o.ProfileDuration%time.Second != 0) {
+		// net/http/pprof profiles whole seconds: the CPU per request is
+		// the profile's CPU over the requests of this window (review X).
+		return usageError{fmt.Errorf("-profile-duration %s: want whole seconds, 1s or more", o.ProfileDuration)}
+	}
 	if *only != "" {
 		o.Only = strings.Split(*only, ",")
 	}

@@ -111,7 +111,7 @@ func TestSmoke(t *testing.T) {
 			hm := rep.Rounds[slicesIndex(rep.Rounds, "hmac")].RPS
 			r := rep.Rounds[slicesIndex(rep.Rounds, "sustained")]
 			p := c.Paced
-			if c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Offered != 0.2*hm ||
+			if c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*hm || p.Offered != p.Scheduled ||
 				r.E2E == nil || float64(r.Sent) > math.Ceil(r.E2E.Offered*1.2) {
 				t.Errorf("sustained: drained %t, paced %+v (hmac %.0f rps), sent %d over 1.2 s", c.Drained != nil && *c.Drained, p, hm, r.Sent)
 			}
@@ -119,7 +119,7 @@ func TestSmoke(t *testing.T) {
 			// The floor's own end to end, paced at a fifth of the floor
 			// round's rate; its consumer applied every stored event (below).
 			fl := rep.Rounds[slicesIndex(rep.Rounds, "floor")].RPS
-			if p := c.Paced; c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Offered != 0.2*fl || c.Peak != "floor" {
+			if p := c.Paced; c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*fl || p.Offered != p.Scheduled || c.Peak != "floor" {
 				t.Errorf("floor-sustained: drained %t, paced %+v (floor %.0f rps), peak %q", c.Drained != nil && *c.Drained, p, fl, c.Peak)
 			}
 		default:
