@@ -48,6 +48,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// zero creates provider's series for decision at 0.
+func (m *Metrics) zero(provider, decision string) {
+	if m != nil {
+		m.events.WithLabelValues(provider, decision)
+	}
+}
+
 func (m *Metrics) observe(provider, decision string, d time.Duration) {
 	if m == nil {
 		return

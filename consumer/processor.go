@@ -164,6 +164,12 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 			sequenced[name] = sg
 		}
 	}
+	for name := range rules {
+		// The series an alert watches ("dead-lettered rising") exist from
+		// the start, at 0: first exported at 1, the first dead letter (often
+		// the only one) was no rise to rate() (review Z).
+		m.zero(name, DeadLettered)
+	}
 	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
 }
 

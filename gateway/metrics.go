@@ -53,6 +53,11 @@ type providerMetrics struct {
 }
 
 func (m *metrics) forProvider(name string) providerMetrics {
+	// The series an alert watches exist from the start, at 0: one first
+	// exported at the first 503 already holds its value, and rate() sees
+	// no rise (review Z: the first outage, and every one between two
+	// scrapes, went unnoticed).
+	m.requests.WithLabelValues(name, "unavailable", "503")
 	return providerMetrics{
 		requestSeconds:   m.requestSeconds.WithLabelValues(name),
 		publishStored:    m.publishSeconds.WithLabelValues(name, "stored"),
