@@ -49,7 +49,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 // starts again in place (errStoreWritesAgain) not before restartAfter,
 // leaving data_dir's lock and its listening sockets in carry for the next
 // run, and takes them from there when the previous run left them.
-func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, started, restartAfter time.Time, carry *carried) error {
+func serveOnce(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, started, restartAfter time.Time, carry *carried) (err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -61,6 +61,15 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel(), ReplaceAttr: readableDuration}))
+	defer func() {
+		// The cause in the JSON log too, at error: main prints it as a
+		// plain line on stderr, which an alert on the JSON lines' level
+		// missed whenever nothing was logged at error before it (a data_dir
+		// locked, the key index failing to open; review Z).
+		if err != nil && !errors.Is(err, errStoreWritesAgain) && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("serve failed", slog.String("error", err.Error()))
+		}
+	}()
 	// What `config check` warns about, serve says at start too: an
 	// operator who never ran it still sees why (a short dedup.window's
 	// 503s, an unsigned id header).
