@@ -31,6 +31,9 @@ type Config struct {
 // source maps a key path ("providers.x.signature.scheme") to its line.
 type source struct {
 	lines map[string]int
+	// warnings found while decoding (a $NAME not expanded), which Check
+	// reports with its own.
+	warnings Problems
 }
 
 // HTTP is the gateway's listener.
@@ -335,7 +338,7 @@ func parse(data []byte, baseDir string, getenv func(string) string, readFile fun
 	d := newDecoder(baseDir, getenv, readFile)
 	c := &Config{}
 	d.decodeDocument(data, c)
-	c.src = &source{lines: d.lines}
+	c.src = &source{lines: d.lines, warnings: d.warnings}
 	c.setDefaults(func(key string) bool { return d.set[key] })
 	if !d.set["nats.embedded.token"] {
 		// The contract's default is "${HOOKGATE_NATS_TOKEN:-}": the

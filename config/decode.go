@@ -25,6 +25,7 @@ type decoder struct {
 	getenv   func(string) string
 	readFile func(baseDir, path string) (string, error) // reads file: secrets
 	problems Problems
+	warnings Problems        // legal but probably unintended; Check reports them
 	set      map[string]bool // key paths given a non-null value
 	lines    map[string]int  // key path -> line
 	merged   int             // pairs taken through merge keys so far
@@ -144,12 +145,15 @@ func (d *decoder) decodeScalar(key string, n *yaml.Node, v reflect.Value) {
 		d.errorf(key, n, "want a single value, got %s", kindName(n))
 		return
 	}
+	t := v.Type()
+	if !d.bareVarOK(key, n, t == secretType) {
+		return
+	}
 	s, err := expand(n.Value, d.getenv)
 	if err != nil {
 		d.errorf(key, n, "%v", err)
 		return
 	}
-	t := v.Type()
 	if t != secretType && t.Kind() != reflect.String && strings.TrimSpace(s) == "" {
 		// "${WORKERS:-}": an empty number, duration or bool is left to
 		// its default rather than being an error.
@@ -205,6 +209,39 @@ func (d *decoder) decodeScalar(key string, n *yaml.Node, v reflect.Value) {
 		return
 	}
 	d.set[key] = true
+}
+
+// bareVarOK reports a shell-style $NAME in n's raw text, which expand keeps
+// as literal text: a secret written "$STRIPE_SECRET" would be those 14
+// characters, and every signed delivery a 401 until the senders give up.
+// A secret that is such a reference and nothing else is an error; one
+// within other text (a generated secret may hold a $), or a $NAME in
+// another value ("$HOME/data"), a warning. Secrets' text is never quoted.
+// false: an error was recorded.
+func (d *decoder) bareVarOK(key string, n *yaml.Node, secret bool) bool {
+	name, whole := bareVar(n.Value)
+	switch {
+	case name == "":
+		return true
+	case secret && whole:
+		d.errorf(key, n, "a $ and a name, which is not expanded: write ${NAME} to read an environment variable, or $$ for a literal $")
+		return false
+	case secret:
+		d.warnf(key, n, "holds a $ and a name, kept as literal text: if it was meant as an environment variable, write ${NAME}; write $$ for a literal $ to silence this")
+	case strings.HasPrefix(n.Value, "json:") || strings.HasPrefix(n.Value, "header:"):
+		// A JSON Pointer or header name may well hold a $ ("json:/$id").
+	default:
+		d.warnf(key, n, "$%s is not expanded (kept as literal text): write ${%s} to read the environment variable, or $$ for a literal $", name, name)
+	}
+	return true
+}
+
+func (d *decoder) warnf(key string, n *yaml.Node, format string, args ...any) {
+	p := Problem{Key: key, Msg: fmt.Sprintf(format, args...), Warning: true}
+	if n != nil {
+		p.Line = n.Line
+	}
+	d.warnings = append(d.warnings, p)
 }
 
 func (d *decoder) decodeSlice(key string, n *yaml.Node, v reflect.Value) {

@@ -15,7 +15,9 @@
 // Every scalar value (not keys) may use ${VAR} or ${VAR:-default}; the
 // substitution happens before the value is typed, so it works in numbers,
 // durations and bools too. $$ is a literal $; a $ followed by anything else
-// is kept as is; defaults are literal text (no nesting). Quoting style does
+// is kept as is, but a shell-style $NAME is reported: as an error when it is
+// a whole secret ("$STRIPE_SECRET"), else as a warning (json: and header:
+// sources excepted); defaults are literal text (no nesting). Quoting style does
 // not matter: single-quoted values are expanded as well. An empty variable
 // counts as unset (getenv cannot tell them apart): ${VAR} is an error naming
 // the key ("providers.x.signature.secrets[0]: environment variable X is not

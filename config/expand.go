@@ -64,6 +64,35 @@ func expand(s string, getenv func(string) string) (string, error) {
 	}
 }
 
+// bareVar finds the first $NAME in s that expand keeps as literal text (a
+// $ followed by a letter or _, outside $$ and ${...}): the shell's form of
+// a variable, which hookgate does not expand. whole: s is that reference
+// and nothing else.
+func bareVar(s string) (name string, whole bool) {
+	for i := 0; i < len(s)-1; i++ {
+		if s[i] != '$' {
+			continue
+		}
+		switch c := s[i+1]; {
+		case c == '$':
+			i++
+		case c == '{':
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 {
+				return "", false
+			}
+			i += end
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+			j := i + 2
+			for j < len(s) && (s[j] == '_' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			return s[i+1 : j], i == 0 && j == len(s)
+		}
+	}
+	return "", false
+}
+
 func validVarName(s string) bool {
 	if s == "" {
 		return false

@@ -38,6 +38,7 @@ func (c *Config) Check() Problems {
 	k := &checker{}
 	if c.src != nil {
 		k.lines = c.src.lines
+		k.ps = append(k.ps, c.src.warnings...)
 	}
 	c.checkHTTP(k)
 	c.checkNATS(k)
