@@ -34,6 +34,16 @@ func (s *server) handleReadyz() http.Handler {
 
 func (s *server) handleNotFound() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/webhooks" || strings.HasPrefix(r.URL.Path, webhookPrefix) {
+			// A sender posting to a wrong URL under /webhooks (a trailing
+			// slash, a doubled one): the same alert as an unknown
+			// provider's (review Z: counted nowhere before).
+			if s.metrics != nil {
+				s.metrics.unknownProvider.Inc()
+			}
+			writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint; webhooks go to POST /webhooks/{provider}: one path segment, no trailing or doubled slash"})
+			return
+		}
 		writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint; webhooks go to POST /webhooks/{provider}"})
 	})
 }

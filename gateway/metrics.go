@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider", "decision", "status"}),
 		unknownProvider: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookgate_gateway_unknown_provider_total",
-			Help: "Requests for a provider that is not configured (404).",
+			Help: "Webhook requests for a provider that is not configured, or to a path under /webhooks that is no route (404).",
 		}),
 		publishSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookgate_gateway_publish_seconds",

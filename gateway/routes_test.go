@@ -33,6 +33,7 @@ func TestWebhookRoute(t *testing.T) {
 		{http.MethodPost, "/webhooks/", http.StatusNotFound, noRoute},
 		{http.MethodPost, "/webhooks", http.StatusNotFound, noRoute},
 		{http.MethodPost, "/webhooks/p/extra", http.StatusNotFound, noRoute},
+		{http.MethodPost, "/webhooks/p/", http.StatusNotFound, noRoute},
 		{http.MethodPost, "/webhooks/p%2Fextra", http.StatusNotFound, noRoute},
 		{http.MethodPost, "/webhooksp", http.StatusNotFound, noRoute},
 		{http.MethodPost, "/webhooks//p", http.StatusNotFound, noRoute},
@@ -63,7 +64,33 @@ func TestWebhookRoute(t *testing.T) {
 		if allow := resp.Header.Get("Allow"); tc.want == http.StatusMethodNotAllowed && allow != wantAllow {
 			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, allow, wantAllow)
 		}
+		if tc.want == http.StatusNotFound && strings.HasPrefix(tc.path, "/webhooks/") && tc.answer == noRoute && !strings.Contains(string(b), "no trailing or doubled slash") {
+			t.Errorf("%s %s: %s; want it to say what a webhook path looks like", tc.method, tc.path, b)
+		}
 	}
+	// Every 404 under /webhooks is a sender posting to a wrong URL, the
+	// unknown provider's alert (a trailing slash was counted nowhere):
+	// /webhooks/nope and the seven no-route paths under /webhooks.
+	resp, err := client.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "hookgate_gateway_unknown_provider_total 8\n"; !strings.Contains(string(m), want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, grepLines(string(m), "unknown_provider"))
+	}
+}
+
+// grepLines is text's lines containing s.
+func grepLines(text, s string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // While serve opens the event store its listeners answer: /healthz 200
