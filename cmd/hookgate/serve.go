@@ -364,6 +364,7 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		wait := 30 * time.Second
 		if startingAgain.Load() {
 			wait = time.Second
+			settleAll(listeners, time.Now().Add(500*time.Millisecond))
 		}
 		sctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
@@ -529,10 +530,11 @@ func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler,
 		}
 		tcp = l.(*net.TCPListener)
 	}
-	ln := &keptListener{TCPListener: tcp, addr: addr}
+	ln := newKeptListener(tcp, addr)
 	t := cfg.HTTP.Timeouts
 	srv := &http.Server{
 		Handler:           h,
+		ConnState:         ln.connState,
 		ReadHeaderTimeout: t.ReadHeader,
 		ReadTimeout:       t.Read,
 		WriteTimeout:      t.Write,
@@ -560,10 +562,23 @@ func serveHTTP(srv *http.Server, ln net.Listener, cfg *config.Config) error {
 	} else {
 		err = srv.Serve(ln)
 	}
-	if errors.Is(err, http.ErrServerClosed) {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		// net.ErrClosed: its listener settled before the Shutdown
+		// (settleAll), which ends Serve without the server shutting down.
 		return nil
 	}
 	return err
+}
+
+// settleAll settles every listener (keptListener.settle), their accept
+// loops ended together.
+func settleAll(listeners []listener, deadline time.Time) {
+	for _, l := range listeners {
+		_ = l.ln.Close()
+	}
+	for _, l := range listeners {
+		l.ln.settle(deadline)
+	}
 }
 
 // openStore opens the event store for serve. An external cluster that

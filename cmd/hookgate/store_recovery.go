@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -233,14 +235,67 @@ type keptListener struct {
 	addr   string // as configured
 	keep   atomic.Bool
 	closed atomic.Bool
+	// ended is closed when Accept first fails after Close: the server's
+	// accept loop has ended, every connection it accepted is tracked.
+	ended   chan struct{}
+	endOnce sync.Once
+	// fresh counts the server's connections that have not read their
+	// first request yet (connState, the server's ConnState hook).
+	fresh    atomic.Int64
+	freshSet sync.Map // net.Conn -> struct{}
+}
+
+func newKeptListener(tcp *net.TCPListener, addr string) *keptListener {
+	return &keptListener{TCPListener: tcp, addr: addr, ended: make(chan struct{})}
 }
 
 func (l *keptListener) Accept() (net.Conn, error) {
 	c, err := l.TCPListener.Accept()
 	if err != nil && l.closed.Load() {
+		l.endOnce.Do(func() { close(l.ended) })
 		return nil, net.ErrClosed
 	}
 	return c, err
+}
+
+// connState is the server's ConnState hook: it keeps fresh.
+func (l *keptListener) connState(c net.Conn, s http.ConnState) {
+	if s == http.StateNew {
+		l.freshSet.Store(c, struct{}{})
+		l.fresh.Add(1)
+		return
+	}
+	if _, ok := l.freshSet.LoadAndDelete(c); ok {
+		l.fresh.Add(-1)
+	}
+}
+
+// settle ends the accept loop of l's server and waits, until deadline at
+// most, for the connections it accepted to read their first request. Go's
+// server closes a connection without an answer when it reads the request
+// after its Shutdown began, so a stop that starts again in place, where
+// the process goes on and a liveness probe must be answered, lets them be
+// read first: a probe accepted just before the Shutdown saw EOF (a CI
+// run's TestReviewRHealthzAnswersThroughStartAgain). A connection that
+// sends nothing by deadline is cut as before.
+func (l *keptListener) settle(deadline time.Time) {
+	_ = l.Close()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-l.ended:
+	case <-t.C:
+		return
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for l.fresh.Load() > 0 {
+		select {
+		case <-tick.C:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // Close closes the socket, or, when kept, makes Accept return (a deadline
