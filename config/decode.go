@@ -150,6 +150,9 @@ func (d *decoder) decodeScalar(key string, n *yaml.Node, v reflect.Value) {
 		return
 	}
 	s, err := expand(n.Value, d.getenv)
+	if u, ok := err.(errUnset); ok && t == secretType {
+		err = u.hide()
+	}
 	if err != nil {
 		d.errorf(key, n, "%v", err)
 		return

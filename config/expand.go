@@ -56,12 +56,31 @@ func expand(s string, getenv func(string) string) (string, error) {
 		v := getenv(name)
 		if v == "" {
 			if !hasDef {
-				return "", fmt.Errorf("environment variable %s is not set", name)
+				return "", errUnset(name)
 			}
 			v = def
 		}
 		b.WriteString(v)
 	}
+}
+
+// errUnset is expand's error for an unset variable. expand's caller hides
+// a name that may be a secret's text (errUnset.hide).
+type errUnset string
+
+func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s is not set", string(e)) }
+
+// hide is the error for a secret's value: the name only when it looks
+// like a variable's by convention (capitals, digits and _), since a secret
+// pasted inside the braces, or a generated one holding "${", would be
+// printed otherwise (review AC).
+func (e errUnset) hide() error {
+	for _, c := range string(e) {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return errors.New("an environment variable named in ${...} is not set (its name is not shown: this value is a secret, and the name is not in capitals as a variable's would be)")
+		}
+	}
+	return e
 }
 
 // bareVar finds the first $NAME in s that expand keeps as literal text (a

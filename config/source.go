@@ -96,6 +96,21 @@ func CheckPointer(p string) error {
 }
 
 // checkHeaderName checks an HTTP field name (RFC 9110 token).
+// CredentialHeader reports the request headers that carry a sender's
+// credentials (Authorization, Cookie, Proxy-*), which hookgate never
+// stores: a source must not read them either, or its value would be
+// stored after all (in the Hookgate-* headers, the key, AUDIT records,
+// GRANTS subjects and forwarded requests; review AC).
+func CredentialHeader(name string) bool {
+	return strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Cookie") ||
+		len(name) >= 6 && strings.EqualFold(name[:6], "Proxy-")
+}
+
+// errCredentialSource is the config problem of a source reading one.
+func errCredentialSource(name string) error {
+	return fmt.Errorf("header %s carries the sender's credentials, which hookgate never stores: it cannot be a source (its value would be stored in the event's headers and key, AUDIT records and forwarded requests)", name)
+}
+
 func checkHeaderName(name string) error {
 	if name == "" {
 		return errors.New("empty header name")

@@ -385,12 +385,14 @@ func checkProvider(k *checker, name string, p Provider) {
 	if p.Account.Header != "" {
 		if err := checkHeaderName(p.Account.Header); err != nil {
 			k.errorf(key+".account.header", "%v", err)
+		} else if CredentialHeader(p.Account.Header) {
+			k.errorf(key+".account.header", "%v", errCredentialSource(p.Account.Header))
 		}
 	}
 	if p.Account.JSON != "" {
 		checkBarePointer(k, key+".account.json", p.Account.JSON)
 	}
-	if h := p.Account.Header; h != "" && known && !signsHeader(scheme, h) {
+	if h := p.Account.Header; h != "" && known && !CredentialHeader(h) && !signsHeader(scheme, h) {
 		// The account is part of the key: another value makes a new event,
 		// and any header-sourced subject, occurred_at or type rides along.
 		k.warnf(key+".account.header", "header %s is not signed by the %s scheme: a captured delivery re-sent with another value is stored as a new event of that account (take the account from the body where the sender puts it there)", h, scheme)
@@ -411,6 +413,10 @@ func checkProvider(k *checker, name string, p Provider) {
 		src, err := ParseSource(e)
 		if err != nil {
 			k.errorf(ek, "%v", err)
+			continue
+		}
+		if src.Kind == SourceHeader && CredentialHeader(src.Name) {
+			k.errorf(ek, "%v", errCredentialSource(src.Name))
 			continue
 		}
 		if src.Kind == SourceHeader && known && !signsHeader(scheme, src.Name) {
@@ -440,8 +446,12 @@ func checkProvider(k *checker, name string, p Provider) {
 		if s.v == "" {
 			continue
 		}
-		if _, err := ParseSource(s.v); err != nil {
+		src, err := ParseSource(s.v)
+		switch {
+		case err != nil:
 			k.errorf(key+"."+s.name, "%v", err)
+		case src.Kind == SourceHeader && CredentialHeader(src.Name):
+			k.errorf(key+"."+s.name, "%v", errCredentialSource(src.Name))
 		}
 	}
 
