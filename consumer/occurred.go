@@ -42,9 +42,11 @@ const occurredQuoteMax = 64
 //     digits past the nanosecond are dropped (truncated, as time.Parse
 //     does with long fractions).
 //
+// A time may leave out its seconds (10:01, 10:01Z, 10:01+01:00: ISO 8601
+// allows it, and Java prints a time on the whole minute so), read as :00.
 // The fraction may have any number of digits. A leap second (:60) is read as
-// the last nanosecond of :59. Not accepted: a date alone, a
-// time without seconds, hour 24, week or ordinal dates,
+// the last nanosecond of :59. Not accepted: a date alone, a fraction of a
+// minute, hour 24, week or ordinal dates,
 // numbers with a + sign, hex, NaN or Infinity. The instant must lie from
 // 1970-01-01T00:00:00Z (negative Unix times are errors, whatever the form)
 // through the end of year 9999; a number past that with 13, 16 or 19
@@ -168,10 +170,17 @@ func parseOccurredDate(s string) (time.Time, error) {
 				switch {
 				case i == 3 && sc.pos == len(s):
 					return time.Time{}, errors.New("a date alone has no time of day: want YYYY-MM-DDThh:mm:ss")
+				case i == 5 && (sc.pos == len(s) || strings.IndexByte("Zz+-", s[sc.pos]) >= 0):
+					// hh:mm, as ISO 8601 allows and Java's LocalDateTime
+					// and OffsetDateTime print a time on the whole minute
+					// (review AB: one event a minute was dead-lettered).
+					// No fraction of a minute.
 				case i == 5:
-					return time.Time{}, errors.New("a time without seconds: want hh:mm:ss")
+					return time.Time{}, errors.New("a time without seconds takes no fraction: want hh:mm or hh:mm:ss[.fff]")
+				default:
+					return time.Time{}, err
 				}
-				return time.Time{}, err
+				break
 			}
 		}
 		v, err := sc.digits(fd.width, fd.name)

@@ -127,6 +127,9 @@ type Message struct {
 	// the letter only, never the effects again (a forward that answered
 	// 4xx was POSTed again at every run while DLQ refused; review 9).
 	letter string
+	// letterStatus is the HTTP status letter's failure had (a forward's
+	// answer), 0 when none.
+	letterStatus int
 }
 
 // kept reports whether Process asked Run to keep m (Message.parkable).

@@ -241,16 +241,16 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 
 func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if m.letter != "" {
-		return p.deadLetter(ctx, m, m.letter)
+		return p.deadLetter(ctx, m, m.letter, m.letterStatus)
 	}
 	ev := m.Event
 	rule, ok := p.rules[ev.Provider]
 	if !ok {
-		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)")
+		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)", 0)
 	}
 	if rule.Watermark {
 		if why := unorderable(ev); why != "" {
-			return p.deadLetter(ctx, m, why)
+			return p.deadLetter(ctx, m, why, 0)
 		}
 		// The watermark tells most events apart without APPLIED: one newer
 		// than the mark was not applied (a holder that remembered it and
@@ -432,9 +432,14 @@ func (p *Processor) finishRemembered(ctx context.Context, m *Message) Outcome {
 }
 
 func (p *Processor) record(ev Event, decision, reason string) {
+	p.recordStatus(ev, decision, reason, 0)
+}
+
+// recordStatus is record with an HTTP status (0: none).
+func (p *Processor) recordStatus(ev Event, decision, reason string, status int) {
 	p.audit.Record(event.AuditRecord{
 		Time: p.opts.Now().UTC(), Decision: decision, Provider: ev.Provider, Account: ev.Account,
-		Key: ev.Key, Seq: ev.Seq, Reason: reason, Actor: p.opts.Actor,
+		Key: ev.Key, Seq: ev.Seq, Status: status, Reason: reason, Actor: p.opts.Actor,
 	})
 }
 

@@ -16,7 +16,14 @@ import (
 // attempts, else retry after backoff.
 func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
 	if errors.Is(err, ErrPermanent) || p.attempt(m) >= p.opts.MaxDeliver {
-		return p.deadLetter(ctx, m, err.Error())
+		status := 0
+		var fe *ForwardError
+		if errors.As(err, &fe) {
+			// The AUDIT record's status, "HTTP status where there is
+			// one": the receiver's answer (review AB: only in the reason).
+			status = fe.Status
+		}
+		return p.deadLetter(ctx, m, err.Error(), status)
 	}
 	return p.retry(m, err, true)
 }
@@ -80,12 +87,14 @@ func (p *Processor) backoff(n int) time.Duration {
 	return j
 }
 
-func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string) Outcome {
+// deadLetter writes m's letter with reason; status is the HTTP status of
+// the failure (a forward's answer) for the AUDIT record, 0 when none.
+func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string, status int) Outcome {
 	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
-		m.letter = reason
+		m.letter, m.letterStatus = reason, status
 		return p.retry(m, fmt.Errorf("dead-letter: %w", err), false)
 	}
-	p.record(m.Event, event.DecisionDeadLettered, reason)
+	p.recordStatus(m.Event, event.DecisionDeadLettered, reason, status)
 	return p.ack(ctx, m, Outcome{Decision: DeadLettered, Reason: reason})
 }
 
