@@ -154,13 +154,19 @@ const pullExpiry = time.Second
 const pullPause = 250 * time.Millisecond
 
 // Source delivers WEBHOOKS events from the durable consumer. Its own
-// goroutine pulls one batch of up to prefetch deliveries at a time
-// (nats.go's Fetch, whose buffer holds a whole batch beside the pull's
-// status messages) and hands each to Next; the next batch is asked for
+// goroutine pulls one batch of up to prefetch deliveries at a time, on an
+// inbox of its own, and hands each to Next; the next batch is asked for
 // once Next has taken the last. So the deliveries fetched and not yet
 // taken are at most prefetch, none is dropped between NATS and Next, and
 // a stop loses none in transit (Unread waits for the pull to end, up to
-// unreadWait; what comes after is handed back at once). (nats.go's message
+// unreadWait; what comes after is handed back at once). It tells a
+// delivery from the pull's status messages by its $JS.ACK reply subject,
+// as seqReader does: nats.go's Fetch, used before, took a stored event
+// with a Status header and an empty body (stored so by a release before
+// stop 29) for a status of the pull and never handed it over, so it came
+// back after every ack wait, for good; and a delivery that came after
+// Fetch's batch had ended was dropped, back only after the ack wait.
+// (nats.go's message
 // iterator, used before, kept deliveries in a channel as large as its
 // prefetch, heartbeats included, and dropped one when that overflowed
 // while every worker was busy; its Consume, tried next, drops past 64 MB
@@ -174,14 +180,22 @@ type Source struct {
 	pullSubj string
 	prefetch int
 	// deliveries is unbuffered: the pull loop hands each delivery over.
-	deliveries chan js.Msg
+	deliveries chan *nats.Msg
 	stop       context.CancelFunc
 	ended      chan struct{} // closed when the pull loop has returned
 	mu         sync.Mutex
-	cause      error    // why the pull loop ended by itself (nil: Stop, Unread)
-	kept       []js.Msg // fetched and not handed over when it was stopped
-	unread     bool     // Unread has taken kept
+	cause      error       // why the pull loop ended by itself (nil: Stop, Unread)
+	kept       []*nats.Msg // fetched and not handed over when it was stopped
+	unread     bool        // Unread has taken kept
 	health     pullHealth
+	// Used by the pull loop only: its inbox (pull N answers on inbox.N),
+	// the subscription and its channel, large enough for two whole
+	// batches (a pull's, and a late one's of a pull given up on), so
+	// nats.go never drops a delivery for a full channel.
+	inbox string
+	sub   *nats.Subscription
+	msgs  chan *nats.Msg
+	pulls int
 }
 
 // pullHealth tells the log when pulls keep failing: a consumer without a
@@ -256,8 +270,13 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		warnAfter = 10 * time.Second
 	}
 	s := &Source{cons: cons, nc: c.JS.Conn(), pullSubj: pullSubj, prefetch: prefetch,
-		deliveries: make(chan js.Msg), stop: stop, ended: make(chan struct{}),
-		health: pullHealth{log: log, warnAfter: warnAfter}}
+		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
+		health: pullHealth{log: log, warnAfter: warnAfter},
+		inbox:  c.JS.Conn().NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64)}
+	if s.sub, err = s.nc.ChanSubscribe(s.inbox+".*", s.msgs); err != nil {
+		stop()
+		return nil, classify("subscribe to the pull inbox", err)
+	}
 	go s.pull(lctx)
 	return s, nil
 }
@@ -267,21 +286,14 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 // closed: s.cause).
 func (s *Source) pull(ctx context.Context) {
 	defer close(s.ended)
+	defer s.endSubscription()
 	for ctx.Err() == nil {
 		if st := s.nc.Status(); st != nats.CONNECTED && st != nats.CLOSED {
-			// nats.go's Fetch leaves its inbox subscribed when the pull's
-			// publish fails, as it does at once while reconnecting
-			// (review F: one subscription per try).
+			// A pull published while reconnecting fails at once.
 			pause(ctx, pullPause)
 			continue
 		}
-		b, err := s.cons.Fetch(s.prefetch, js.FetchMaxWait(pullExpiry))
-		if err == nil {
-			if !s.handOut(ctx, b) {
-				return
-			}
-			err = b.Error()
-		}
+		err := s.pullOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -301,7 +313,7 @@ func (s *Source) pull(ctx context.Context) {
 			}
 			awaitPullResponder(ctx, s.nc, s.pullSubj, pullExpiry)
 		default:
-			if limit, ok := batchLimit(strings.TrimPrefix(err.Error(), "nats: ")); ok && limit < s.prefetch {
+			if limit, ok := batchLimit(err.Error()); ok && limit < s.prefetch {
 				// The server's max_request_batch (an external server's
 				// limit, every new consumer's default): pull no more.
 				s.health.log.Info("consumer pulls fewer at a time: the server's limit", slog.Int("prefetch", limit), slog.Int("asked", s.prefetch))
@@ -314,33 +326,97 @@ func (s *Source) pull(ctx context.Context) {
 	}
 }
 
-// handOut gives b's deliveries to Next, in order; false when ctx ended
-// first: the rest of b, up to the end of its pull (its expiry, or nats.go's
-// idle second after the last message when no timeout comes), is kept for
-// Unread.
-func (s *Source) handOut(ctx context.Context, b js.MessageBatch) bool {
-	for msg := range b.Messages() {
+// errPullStatus is a status that ended a pull with an error: its
+// description ("Exceeded MaxRequestBatch of 100", "Leadership Change").
+type errPullStatus string
+
+func (e errPullStatus) Error() string { return string(e) }
+
+// pullOnce asks for up to prefetch deliveries and gives them to Next, in
+// order, until the pull ends: prefetch deliveries came, or a status of
+// this pull (408 at its expiry, 404, 409, 503), or nothing for a second
+// past its expiry (a pull lost with its consumer leader's node, or in a
+// reconnect). A delivery is handed over whichever pull it answers (one
+// that comes late is no less outstanding). Once ctx ends, the rest of the
+// pull's deliveries, up to its end, are kept for Unread. A nil error: pull
+// again.
+func (s *Source) pullOnce(ctx context.Context) error {
+	s.pulls++
+	reply := s.inbox + "." + strconv.Itoa(s.pulls)
+	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, s.prefetch, pullExpiry.Nanoseconds())
+	if err := s.nc.PublishRequest(s.pullSubj, reply, req); err != nil {
+		return err
+	}
+	lost := time.NewTimer(pullExpiry + time.Second)
+	defer lost.Stop()
+	stopping := false
+	for got := 0; got < s.prefetch; {
+		var m *nats.Msg
 		select {
-		case s.deliveries <- msg:
-		case <-ctx.Done():
-			s.keep(msg)
-			for msg := range b.Messages() {
-				s.keep(msg)
+		case m = <-s.msgs:
+		case <-lost.C:
+			return nil
+		}
+		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			// A status (a stored message always has its acknowledgement
+			// subject, whatever its headers and body).
+			if m.Subject != reply {
+				continue // an earlier pull's
 			}
-			return false
+			switch m.Header.Get("Status") {
+			case "100":
+				continue // a heartbeat or flow control
+			case "404", "408":
+				return nil // no messages, or the pull expired
+			case "503":
+				return nats.ErrNoResponders
+			case "409":
+				desc := m.Header.Get("Description")
+				if strings.Contains(strings.ToLower(desc), "consumer deleted") {
+					return js.ErrConsumerDeleted
+				}
+				return errPullStatus(desc)
+			}
+			return errPullStatus("pull answered " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
+		}
+		got++
+		if !stopping {
+			select {
+			case s.deliveries <- m:
+				continue
+			case <-ctx.Done():
+				stopping = true
+			}
+		}
+		s.keep(m)
+	}
+	return nil
+}
+
+// endSubscription ends the pull inbox's subscription, keeping for Unread
+// any delivery still in its channel.
+func (s *Source) endSubscription() {
+	_ = s.sub.Unsubscribe()
+	for {
+		select {
+		case m := <-s.msgs:
+			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+				s.keep(m)
+			}
+		default:
+			return
 		}
 	}
-	return true
 }
 
 // keep holds msg for Unread; after Unread has returned (it gave up waiting
 // for the pull loop) it hands msg back at once instead, so it does not wait
 // out the ack wait.
-func (s *Source) keep(msg js.Msg) {
+func (s *Source) keep(msg *nats.Msg) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.unread {
-		_ = msg.Nak()
+		_ = s.nc.Publish(msg.Reply, ackNak)
 		return
 	}
 	s.kept = append(s.kept, msg)
@@ -497,14 +573,14 @@ func (s *Source) Next(ctx context.Context) (*consumer.Message, error) {
 }
 
 // message reads a delivery; one without JetStream metadata is terminated.
-func (s *Source) message(msg js.Msg) (*consumer.Message, bool) {
+func (s *Source) message(msg *nats.Msg) (*consumer.Message, bool) {
 	meta, err := msg.Metadata()
 	if err != nil {
-		_ = msg.Term()
+		_ = s.nc.Publish(msg.Reply, ackTerm)
 		return nil, false
 	}
 	return &consumer.Message{
-		Event:      EventFromMsg(msg.Headers(), msg.Data(), meta.Sequence.Stream),
+		Event:      EventFromMsg(msg.Header, msg.Data, meta.Sequence.Stream),
 		Deliveries: int(meta.NumDelivered),
 		Delivery:   delivery{m: msg, nc: s.nc},
 	}, true
@@ -540,9 +616,17 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 }
 
 type delivery struct {
-	m  js.Msg
+	m  *nats.Msg
 	nc *nats.Conn
 }
+
+// The acknowledgements a delivery's reply subject takes.
+var (
+	ackAck      = []byte("+ACK")
+	ackNak      = []byte("-NAK")
+	ackTerm     = []byte("+TERM")
+	ackProgress = []byte("+WPI")
+)
 
 var _ consumer.ConfirmedNaker = delivery{}
 
@@ -550,19 +634,22 @@ var _ consumer.ConfirmedNaker = delivery{}
 // acknowledgement as a request, which the server answers once it has
 // processed it.
 func (d delivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
-	body := []byte("-NAK")
-	if t > 0 {
-		body = fmt.Appendf(nil, `-NAK {"delay": %d}`, t.Nanoseconds())
-	}
-	_, err := d.nc.RequestWithContext(ctx, d.m.Reply(), body)
+	_, err := d.nc.RequestWithContext(ctx, d.m.Reply, nakBody(t))
 	return err
+}
+
+func nakBody(t time.Duration) []byte {
+	if t > 0 {
+		return fmt.Appendf(nil, `-NAK {"delay": %d}`, t.Nanoseconds())
+	}
+	return ackNak
 }
 
 // Ack does not wait for the server to confirm: a lost ack only means a
 // redelivery, which the applied-key check answers already-applied.
-func (d delivery) Ack(ctx context.Context) error      { return d.m.Ack() }
-func (d delivery) NakWithDelay(t time.Duration) error { return d.m.NakWithDelay(t) }
-func (d delivery) InProgress() error                  { return d.m.InProgress() }
+func (d delivery) Ack(ctx context.Context) error      { return d.nc.Publish(d.m.Reply, ackAck) }
+func (d delivery) NakWithDelay(t time.Duration) error { return d.nc.Publish(d.m.Reply, nakBody(t)) }
+func (d delivery) InProgress() error                  { return d.nc.Publish(d.m.Reply, ackProgress) }
 
 // RedeliverOutstanding makes the durable consumer's outstanding deliveries
 // (delivered, not acknowledged) due again at once: it resets the consumer
