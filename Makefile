@@ -5,11 +5,18 @@ CONFIG   ?= examples/hookgate.yaml
 PKGS     := ./...
 FUZZTIME ?= 20s
 
-.PHONY: build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean nats-server cluster cluster-down cluster-status
+.PHONY: help build run test e2e fuzz bench bench-keys-10m bench-micro lint tidy-check clean nats-server cluster cluster-down cluster-status
 
 # VERSION: what `hookgate version` prints (git describe of the checkout; "dev" outside one)
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
+.DEFAULT_GOAL := build
+
+## help: this list (the `## target:` lines of this Makefile)
+help:
+	@sed -n 's/^## //p' $(MAKEFILE_LIST)
+
+## build: bin/hookgate (make's default)
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/hookgate
 
@@ -78,6 +85,7 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) tool staticcheck $(PKGS)
 
+## tidy-check: go mod tidy changes nothing (go.mod, go.sum)
 tidy-check:
 	$(GO) mod tidy
 	git diff --exit-code go.mod go.sum
