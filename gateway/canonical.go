@@ -199,9 +199,8 @@ func appendPythonNumber(dst []byte, text string, float bool) []byte {
 		}
 		return append(dst, text...)
 	}
-	// ParseJSON has rejected overflow, so f is finite.
-	f, _ := strconv.ParseFloat(text, 64)
-	return appendPythonFloat(dst, f)
+	// ParseJSON has rejected overflow, so the value is finite.
+	return appendPythonFloat(dst, parseJSONFloat(text))
 }
 
 // appendPythonFloat writes f as Python's repr(f) does: the shortest digits

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -573,7 +572,7 @@ func (p *parser) number() (Value, error) {
 		// Underflow rounds to (signed) zero in both, and is accepted.
 		// Without an exponent, 300 integer digits stay below 1e300, far
 		// from the float64 limit (1.8e308): no parse needed.
-		if f, _ := strconv.ParseFloat(text, 64); math.IsInf(f, 0) {
+		if math.IsInf(parseJSONFloat(text), 0) {
 			return Value{}, p.fail(start, "number beyond the float64 range")
 		}
 	}
