@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -129,7 +128,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		dry = proc.NewDryRun()
 	}
 	var count [3]int // by refeedResult
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(stdout)
 	fmt.Fprintln(tw, "SEQ\tKEY\tRESULT\tREASON")
 	tried := 0
 	for _, seq := range seqs {
@@ -313,7 +312,7 @@ func letterRange(provider string) jetstream.Range {
 
 func dlqList(ctx context.Context, sys *system, provider, reason string, stdout io.Writer) error {
 	r := letterRange(provider)
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(stdout)
 	fmt.Fprintln(tw, "SEQ\tKEY\tPROVIDER\tREASON\tDELIVERIES\tTIME")
 	n, read := 0, 0
 	err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, r, func(m jetstream.StoredMsg, _ uint64) error {

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"text/tabwriter"
 	"time"
 	"unicode/utf8"
 
@@ -210,7 +209,7 @@ func writeInstances(w io.Writer, v instancesView) {
 		fmt.Fprintf(w, "INSTANCES  none: %s\n\n", v.None)
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "INSTANCE\tROLES\tREADY\tAPPLYING\tSTARTED\tLISTEN\tVERSION")
 	yes := func(b bool) string {
 		if b {

@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -127,7 +126,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(stdout)
 	fmt.Fprintln(tw, "SEQ\tKEY\tDECISION\tREASON")
 	counts := map[string]int{}
 	progress := newProgress(stderr)

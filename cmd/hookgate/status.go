@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -342,7 +341,7 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		fmt.Fprintf(w, "hookgate status at %s, read through nats.url\n\n", stamp(st.At))
 	}
 	writeInstances(w, inst)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "STREAM\tMESSAGES\tSIZE\tFIRST\tLAST\tMAX AGE\tMAX SIZE\tDISK USE\tDUP WINDOW")
 	for _, s := range st.Streams {
 		if !s.Exists {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -303,7 +302,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	// letters) is the order things happen.
 	slices.SortStableFunc(lines, func(a, b traceLine) int { return a.at.Compare(b.at) })
 
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tSTREAM\tSEQ\tWHAT\tDETAIL")
 	for _, l := range lines {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), l.source, l.seq, l.what, l.detail)
