@@ -357,9 +357,7 @@ func (s *Source) pullOnce(ctx context.Context) error {
 		case <-lost.C:
 			return nil
 		}
-		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
-			// A status (a stored message always has its acknowledgement
-			// subject, whatever its headers and body).
+		if !isDelivery(m) {
 			if m.Subject != reply {
 				continue // an earlier pull's
 			}
@@ -400,7 +398,7 @@ func (s *Source) endSubscription() {
 	for {
 		select {
 		case m := <-s.msgs:
-			if strings.HasPrefix(m.Reply, "$JS.ACK.") {
+			if isDelivery(m) {
 				s.keep(m)
 			}
 		default:

@@ -200,9 +200,7 @@ func (r *seqReader) pull(ctx context.Context, n int) (msgs []seqMsg, lost bool) 
 		case <-ctx.Done():
 			return msgs, false
 		}
-		if !strings.HasPrefix(m.Reply, "$JS.ACK.") {
-			// A status of the pull (a stored message always has its
-			// acknowledgement subject, whatever its headers and body).
+		if !isDelivery(m) {
 			if m.Subject != reply {
 				continue // an earlier pull's
 			}
@@ -237,6 +235,11 @@ func (r *seqReader) pull(ctx context.Context, n int) (msgs []seqMsg, lost bool) 
 	}
 	return msgs, false
 }
+
+// isDelivery tells a stored message from a status of a pull: a stored
+// message always has its acknowledgement subject, whatever its headers and
+// body (nats.go takes one with a Status header and no body for a status).
+func isDelivery(m *nats.Msg) bool { return strings.HasPrefix(m.Reply, "$JS.ACK.") }
 
 // batchLimit reads the server's limit from its refusal of a pull asking
 // for more ("Exceeded MaxRequestBatch of 100").
