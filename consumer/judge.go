@@ -68,6 +68,11 @@ func (p *Processor) judgeAs(ctx context.Context, ev Event, horizon time.Duration
 	if seen {
 		return Outcome{Decision: AlreadyApplied}, nil
 	}
+	if seen, err = p.seenElsewhere(ctx, rule, ev); err != nil {
+		return Outcome{}, err
+	} else if seen {
+		return Outcome{Decision: AlreadyApplied, Reason: appliedElsewhere}, nil
+	}
 	if !rule.Watermark {
 		d.apply(ev, Mark{}, false)
 		return Outcome{Decision: Applied}, nil
@@ -122,8 +127,28 @@ func (d *DryRun) apply(ev Event, mark Mark, watermark bool) {
 func (p *Processor) ProcessOnce(ctx context.Context, ev Event, deliveries int) Outcome {
 	m := &Message{Event: ev, Deliveries: deliveries, Delivery: noDelivery{}}
 	p.prepare(m)
+	if rule, ok := p.rules[m.Event.Provider]; ok {
+		seen, err := p.seenElsewhere(ctx, rule, m.Event)
+		if err != nil {
+			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
+		}
+		if seen {
+			if p.memory[m.Event.Provider] == nil {
+				// Found in GRANTS by a rule that remembers in APPLIED: it
+				// is remembered there too from now on.
+				if err := p.remember(ctx, m.Event); err != nil {
+					return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
+				}
+			}
+			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied, Reason: appliedElsewhere})
+		}
+	}
 	return p.Process(ctx, m)
 }
+
+// appliedElsewhere is the reason of an event found applied by
+// seenElsewhere.
+const appliedElsewhere = "applied under the provider's earlier ordering (remembered where that rule kept its keys)"
 
 // noDelivery acknowledges nothing: the event is not on a consumer.
 type noDelivery struct{}

@@ -159,3 +159,23 @@ func (p *Processor) remember(ctx context.Context, ev Event) error {
 	}
 	return p.applied.Remember(ctx, ev.Key)
 }
+
+// seenElsewhere reports whether ev's key was applied according to the
+// memory ev's rule does not use: the provider's ordering changed (none to
+// watermark or back), and the events applied before are remembered where
+// the rule then kept them (APPLIED under none, GRANTS under a watermark
+// rule that publishes per subject). A key in either was applied: APPLIED
+// is written after the effects, and GRANTS holds an event only once its
+// last effect, the publish, succeeded. Read by the operator's commands
+// (ProcessOnce, Judge), where `replay` promised never to apply an event
+// twice and applied and forwarded every event again after such a change
+// (review AH); the live consumer does not pay it per event (README).
+func (p *Processor) seenElsewhere(ctx context.Context, r Rule, ev Event) (bool, error) {
+	if p.memory[ev.Provider] != nil {
+		if p.applied == nil {
+			return false, nil
+		}
+		return p.applied.Seen(ctx, ev.Key)
+	}
+	return p.inGrants(ctx, r, ev)
+}

@@ -127,6 +127,19 @@ func TestRunParkingRandomSchedules(t *testing.T) {
 			src.mu.Lock()
 			taken := len(ds) - len(src.msgs)
 			src.mu.Unlock()
+			if drain {
+				// An hour is time enough for every message (review AG: a Run
+				// that took nothing passed every check below, which cover
+				// only what was taken).
+				if taken != len(ds) {
+					t.Fatalf("round %d (workers %d): after an hour %d of %d messages taken", round, workers, taken, len(ds))
+				}
+				for s, w := range want {
+					if len(rec.order[s]) == 0 && len(w) > 0 {
+						t.Errorf("round %d: subject %s: none of its %d events applied", round, s, len(w))
+					}
+				}
+			}
 			for i, d := range ds[:taken] {
 				if a, n := d.acked(); drain && a != 1 {
 					t.Errorf("round %d (workers %d): after an hour, message %s acked %d, naked %d; want acked", round, workers, keys[i], a, n)

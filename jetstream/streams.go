@@ -45,11 +45,16 @@ type StreamsConfig struct {
 	// rule publishes the sequenced way (see cmd/hookgate's grantsWindow);
 	// 0 means Horizon.
 	GrantsWindow time.Duration
-	MaxMsgSize   int32
-	Webhooks     Limits
-	Grants       Limits
-	DLQ          Limits
-	Audit        Limits
+	// MaxMsgSize bounds a WEBHOOKS message (the gateway's body limit and
+	// its headers) and an AUDIT one. GRANTS and DLQ take any message the
+	// server does: they carry events already accepted, which a lowered
+	// body limit must not keep from being applied or dead-lettered
+	// (review AH: a subject stalled for good behind such an event).
+	MaxMsgSize int32
+	Webhooks   Limits
+	Grants     Limits
+	DLQ        Limits
+	Audit      Limits
 }
 
 // StreamConfigs returns the desired configs of the streams, in provisioning
@@ -92,7 +97,7 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			Discard:     js.DiscardNew,
 			MaxAge:      c.Grants.MaxAge,
 			MaxBytes:    c.Grants.MaxBytes,
-			MaxMsgSize:  c.MaxMsgSize,
+			MaxMsgSize:  -1, // see StreamsConfig.MaxMsgSize
 			// A repeat publish after a consumer crash, however long it
 			// lasted, must not be a second message: the sequenced publish
 			// refuses it (consumer's sequenced.go), else Nats-Msg-Id
@@ -109,7 +114,7 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 			Discard:     js.DiscardNew,
 			MaxAge:      c.DLQ.MaxAge,
 			MaxBytes:    c.DLQ.MaxBytes,
-			MaxMsgSize:  c.MaxMsgSize,
+			MaxMsgSize:  -1, // see StreamsConfig.MaxMsgSize
 			Duplicates:  c.DedupWindow,
 			Replicas:    r,
 		},

@@ -116,7 +116,9 @@ func TestReviewVDLQProviderFilterNamesAnUnknownProvider(t *testing.T) {
 // copy from another instance), an event of an `ordering: none` provider
 // whose key APPLIED has forgotten is not beyond-horizon, looks new, and
 // is applied a second time without --force: its forward runs again.
-// APPLIED's TTL (which `status` prints) says how long keys are kept.
+// APPLIED's TTL (which `status` prints) says how long keys are kept. (The
+// provider forwards only: one that also publishes is found in GRANTS
+// beyond the horizon too, already-applied, since review AH.)
 func TestReviewVReplayHorizonIsTheSystemsNotTheCLIConfigs(t *testing.T) {
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -130,7 +132,7 @@ func TestReviewVReplayHorizonIsTheSystemsNotTheCLIConfigs(t *testing.T) {
     signature: { scheme: hmac-sha256, header: X-Sig, secrets: [%q] }
     event_id: ["json:/id"]
     ordering: none
-    effects: { forward: { url: %q, timeout: 5s } }
+    effects: { forward: { url: %q, timeout: 5s }, publish: "" }
 `, review6Secret, target.URL)
 	live := reviewAConfig(t, dataDir, natsAddr, "dedup: { horizon: 3s, window: 1s }\n", providers)
 	other := reviewAConfig(t, dataDir, natsAddr, "dedup: { horizon: 1h, window: 1s }\n", providers)
@@ -212,7 +214,7 @@ func TestReviewVReplayedEventIsNotAppliedAgainFromItsLetter(t *testing.T) {
     signature: { scheme: hmac-sha256, header: X-Sig, secrets: [%q] }
     event_id: ["json:/id"]
     ordering: none
-    effects: { forward: { url: %q, timeout: 5s } }
+    effects: { forward: { url: %q, timeout: 5s }, publish: "" }
 `, review6Secret, target.URL))
 	s := review7Start(t, live, true)
 	if code := review9Post(t, s.base, "q", `{"id":"u1"}`); code != 200 {

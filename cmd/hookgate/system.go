@@ -73,10 +73,10 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	need := cfg.HTTP.MaxBodyBytes + headerRoom
 	opts := jetstream.ConnectOptions{Name: name, Log: logger}
 	if cfg.NATS.URL == "" {
-		payload := int32(need)
-		if payload < 1<<20 {
-			payload = 1 << 20
-		}
+		// At least 8 MiB whatever max_body_bytes says now: events stored
+		// under a larger limit earlier must still reach GRANTS and DLQ
+		// (review AH). The gateway holds bodies to max_body_bytes itself.
+		payload := int32(max(need, 8<<20))
 		e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
 			DataDir:    cfg.NATS.Embedded.DataDir,
 			Listen:     cfg.NATS.Embedded.Listen,
