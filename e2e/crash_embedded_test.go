@@ -143,10 +143,12 @@ func postOnce(c *http.Client, url string, h http.Header, body []byte) (int, stri
 
 // kill -9 of a single hookgate (embedded NATS) while each subject's events
 // are sent in order, then a restart on the same data_dir while the senders
-// go on: the deliveries the dead process had fetched and not acknowledged
-// must run before the newer events of their subjects that arrive after the
-// restart, or they turn stale. Every event answered 200 ends applied.
-// (TestKill9RestartKeepsEachSubjectsOrder has the consumer far behind.)
+// go on: every event answered 200 ends applied, each subject's in order.
+// Here the consumer keeps up, so the kill usually finds no delivery
+// fetched and unacknowledged (review AG: with the restart's redelivery of
+// those disabled this still passed); that they run before the newer
+// events of their subjects is proved by TestKill9RestartKeepsEachSubjectsOrder,
+// whose consumer is far behind a slow receiver.
 func TestEmbeddedKill9RestartKeepsEachSubjectsOrder(t *testing.T) {
 	e := newEnv(t, "")
 	hg := start(t, e.cfgPath)

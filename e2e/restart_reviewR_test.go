@@ -107,6 +107,19 @@ func reviewRMetric(base, name string) float64 {
 	return -1
 }
 
+// growsEveryTime reports a count that rose after every start again: a
+// leak of even one a time, which the bounds over three rounds let through
+// (review AG: 3 goroutines leaked per start again passed them; settled
+// counts are otherwise the same each round, e.g. [75 75 75 75]).
+func growsEveryTime(v []float64) bool {
+	for i := 1; i < len(v); i++ {
+		if v[i] <= v[i-1] {
+			return false
+		}
+	}
+	return len(v) > 2
+}
+
 // reviewRSettled is the lowest of several readings of a gauge over a
 // couple of seconds: the quiet level, without the moment's bursts.
 func reviewRSettled(base, name string) float64 {
@@ -148,8 +161,8 @@ func TestReviewRStartsAgainLeakNoGoroutinesOrFDs(t *testing.T) {
 		fds = append(fds, reviewRSettled(hg.baseURL, "process_open_fds"))
 	}
 	t.Logf("after each start again: goroutines %v, open fds %v", gs, fds)
-	if n := len(gs) - 1; gs[n] > gs[0]+10 || fds[n] > fds[0]+5 {
-		t.Errorf("%d starts again in place: goroutines %v -> %v, open fds %v -> %v (each start again leaves some behind)", n, gs[0], gs[n], fds[0], fds[n])
+	if n := len(gs) - 1; gs[n] > gs[0]+10 || fds[n] > fds[0]+5 || growsEveryTime(gs) || growsEveryTime(fds) {
+		t.Errorf("%d starts again in place: goroutines %v, open fds %v (each start again leaves some behind)", n, gs, fds)
 	}
 	hg.stop(t)
 	hg = start(t, e.cfgPath)

@@ -89,8 +89,10 @@ func TestReviewKLockBucketLeaderKillKeepsApplying(t *testing.T) {
 		lost := countLines(hg, "consumer lock lost") - lostBefore
 		t.Logf("round %d: KV_HOOKGATE_LOCKS re-elected %s after the kill; %d events; slowest applied after %s; lock lost %d times",
 			round, election.Round(time.Millisecond), n, worst.Round(time.Millisecond), lost)
-		if lost > 0 || worst > 2*time.Second {
-			t.Fatalf("the lock bucket's leader was killed (nothing else; its election took %s): the holder lost the lock %d times and an event waited %s to apply; want no loss and every event applied within 2 s (about 0.2 s each here)",
+		// The lock held is what is asserted; how long events waited is
+		// logged above, not asserted (review AG: a timed assertion).
+		if lost > 0 {
+			t.Fatalf("the lock bucket's leader was killed (nothing else; its election took %s): the holder lost the lock %d times (slowest event applied after %s); want no loss",
 				election.Round(time.Millisecond), lost, worst.Round(time.Millisecond))
 		}
 		// Conclusive only when the election (as this test sees it, up to a

@@ -86,7 +86,13 @@ func TestReviewKGrantsPublishRidesOutReconnect(t *testing.T) {
 			ev := consumer.Event{Key: "grants:default:evt:k1", Provider: "grants", Account: "default", Subject: "G-1", Type: "t",
 				OccurredRaw: "2026-11-30T10:00:00Z", OccurredAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC), Seq: 1, Header: h, Body: []byte(`{}`)}
 			out := proc.ProcessOnce(ctx, ev, 1)
-			<-restarted
+			select {
+			case <-restarted:
+			case <-time.After(30 * time.Second):
+				// The forward failed before the fault (review AG: this
+				// waited for good).
+				t.Fatalf("the fault did not hit: the server never restarted during the forward (outcome %+v)", out)
+			}
 			if !reconnecting {
 				t.Fatal("the fault did not hit: the connection never dropped during the forward")
 			}
