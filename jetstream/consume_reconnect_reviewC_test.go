@@ -69,4 +69,20 @@ func TestReviewCReconnectWhileBlockedKeepsBufferNearPrefetch(t *testing.T) {
 		t.Fatalf("after a reconnect, with Next taking nothing: %d deliveries outstanding (prefetch %d, limit %d), then %d: the source keeps pulling a full batch every 2 s while its callback blocks",
 			first, prefetch, limit, now)
 	}
+	// The reconnect happened, and deliveries go on after it (review AG: a
+	// source that stopped pulling passed the check above).
+	if env.Conn.NC.Stats().Reconnects == 0 {
+		t.Fatal("the connection never reconnected")
+	}
+	for i := range 3 * prefetch {
+		nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := src.Next(nctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("delivery %d after the reconnect: %v", i, err)
+		}
+		if err := m.Delivery.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

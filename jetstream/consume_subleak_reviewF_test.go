@@ -8,11 +8,15 @@ import (
 )
 
 // While the connection reconnects, a pull request's publish fails at once
-// (ReconnectBufSize -1) and the source fetches again every pullPause. But
-// nats.go's fetch subscribes to its inbox before it publishes, and returns
-// the publish's error without unsubscribing: each failed Fetch leaves a
+// (ReconnectBufSize -1). nats.go's fetch, which the source used until stop
+// 31, subscribed to its inbox before it published and returned the
+// publish's error without unsubscribing: each failed Fetch left a
 // subscription (and its channel of 2×prefetch) on the connection, resent
-// to the server at the reconnect, for the connection's life.
+// to the server at the reconnect, for the connection's life. The source now
+// waits out a reconnect before it pulls (so no pull is tried here; review
+// AG) and pulls on one inbox subscription for its life: this guards that
+// no subscription piles up while the connection is down, whatever a later
+// pull loop does.
 func TestReviewFPatternNoSubscriptionLeakWhileReconnecting(t *testing.T) {
 	srv := startTCPServer(t)
 	c := srv.c
@@ -29,7 +33,7 @@ func TestReviewFPatternNoSubscriptionLeakWhileReconnecting(t *testing.T) {
 			t.Fatalf("connection not reconnecting within 5 s: %v", c.NC.Status())
 		}
 	}
-	// Reconnecting for 3 s: about 12 failed pulls at pullPause.
+	// Reconnecting for 3 s.
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if n := c.NC.NumSubscriptions(); n > base+3 {
 			t.Fatalf("while reconnecting: %d subscriptions on the connection, %d before: each failed Fetch leaves its inbox subscription", n, base)
