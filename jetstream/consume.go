@@ -264,16 +264,22 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	lctx, stop := context.WithCancel(context.Background())
 	warnAfter := o.WarnAfter
 	if warnAfter <= 0 {
 		warnAfter = 10 * time.Second
 	}
-	s := &Source{cons: cons, nc: c.JS.Conn(), pullSubj: pullSubj, prefetch: prefetch,
+	return startSource(cons, c.JS.Conn(), pullSubj, prefetch, pullHealth{log: log, warnAfter: warnAfter})
+}
+
+// startSource subscribes the pull inbox and starts the pull loop on
+// pullSubj (cons answers Pending and the pull's "is it gone" question).
+func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int, health pullHealth) (*Source, error) {
+	lctx, stop := context.WithCancel(context.Background())
+	s := &Source{cons: cons, nc: nc, pullSubj: pullSubj, prefetch: prefetch,
 		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
-		health: pullHealth{log: log, warnAfter: warnAfter},
-		inbox:  c.JS.Conn().NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64)}
-	if s.sub, err = s.nc.ChanSubscribe(s.inbox+".*", s.msgs); err != nil {
+		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64)}
+	var err error
+	if s.sub, err = nc.ChanSubscribe(s.inbox+".*", s.msgs); err != nil {
 		stop()
 		return nil, classify("subscribe to the pull inbox", err)
 	}
