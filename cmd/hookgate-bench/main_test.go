@@ -111,15 +111,15 @@ func TestSmoke(t *testing.T) {
 			hm := rep.Rounds[slicesIndex(rep.Rounds, "hmac")].RPS
 			r := rep.Rounds[slicesIndex(rep.Rounds, "sustained")]
 			p := c.Paced
-			if c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*hm || p.Offered != p.Scheduled ||
-				r.E2E == nil || float64(r.Sent) > math.Ceil(r.E2E.Offered*1.2) {
+			if c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*hm || !offeredAsSent(p) ||
+				r.E2E == nil || float64(r.Sent) > math.Ceil(p.Scheduled*1.2) {
 				t.Errorf("sustained: drained %t, paced %+v (hmac %.0f rps), sent %d over 1.2 s", c.Drained != nil && *c.Drained, p, hm, r.Sent)
 			}
 		case "floor-sustained":
 			// The floor's own end to end, paced at a fifth of the floor
 			// round's rate; its consumer applied every stored event (below).
 			fl := rep.Rounds[slicesIndex(rep.Rounds, "floor")].RPS
-			if p := c.Paced; c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*fl || p.Offered != p.Scheduled || c.Peak != "floor" {
+			if p := c.Paced; c.Drained == nil || !*c.Drained || p == nil || p.Rounds != 1 || p.WindowApplied <= 0 || p.Scheduled != 0.2*fl || !offeredAsSent(p) || c.Peak != "floor" {
 				t.Errorf("floor-sustained: drained %t, paced %+v (floor %.0f rps), peak %q", c.Drained != nil && *c.Drained, p, fl, c.Peak)
 			}
 		default:
@@ -149,4 +149,13 @@ func TestSmoke(t *testing.T) {
 	if k := rep.Keys; k == nil || k.Fill.StreamMsgs != uint64(3000+k.Fill.WindowN) || k.Fill.WindowN < 1 || len(k.Restarts) != 2 {
 		t.Errorf("keys: %+v", k)
 	}
+}
+
+// offeredAsSent: a paced row offers its schedule, or, when the load
+// generator sent less than 98% of it (a busy machine: a CI run beside
+// other work sent 1584/s of 1726/s), what it sent, below the schedule
+// (review X's rule). The smoke test asserted the schedule alone and failed
+// on such a machine.
+func offeredAsSent(p *bench.PacedResult) bool {
+	return p.Offered == p.Scheduled || p.Offered > 0 && p.Offered < 0.98*p.Scheduled
 }
