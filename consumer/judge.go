@@ -68,10 +68,10 @@ func (p *Processor) judgeAs(ctx context.Context, ev Event, horizon time.Duration
 	if seen {
 		return Outcome{Decision: AlreadyApplied}, nil
 	}
-	if seen, err = p.seenElsewhere(ctx, rule, ev); err != nil {
+	if where, err := p.seenElsewhere(ctx, rule, ev); err != nil {
 		return Outcome{}, err
-	} else if seen {
-		return Outcome{Decision: AlreadyApplied, Reason: appliedElsewhere}, nil
+	} else if where != "" {
+		return Outcome{Decision: AlreadyApplied, Reason: where}, nil
 	}
 	if !rule.Watermark {
 		d.apply(ev, Mark{}, false)
@@ -128,11 +128,11 @@ func (p *Processor) ProcessOnce(ctx context.Context, ev Event, deliveries int) O
 	m := &Message{Event: ev, Deliveries: deliveries, Delivery: noDelivery{}}
 	p.prepare(m)
 	if rule, ok := p.rules[m.Event.Provider]; ok {
-		seen, err := p.seenElsewhere(ctx, rule, m.Event)
+		where, err := p.seenElsewhere(ctx, rule, m.Event)
 		if err != nil {
 			return p.retry(m, fmt.Errorf("read applied keys: %w", err), false)
 		}
-		if seen {
+		if where != "" {
 			if p.memory[m.Event.Provider] == nil {
 				// Found in GRANTS by a rule that remembers in APPLIED: it
 				// is remembered there too from now on.
@@ -140,15 +140,11 @@ func (p *Processor) ProcessOnce(ctx context.Context, ev Event, deliveries int) O
 					return p.retry(m, fmt.Errorf("remember applied key: %w", err), false)
 				}
 			}
-			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied, Reason: appliedElsewhere})
+			return p.ack(ctx, m, Outcome{Decision: AlreadyApplied, Reason: where})
 		}
 	}
 	return p.Process(ctx, m)
 }
-
-// appliedElsewhere is the reason of an event found applied by
-// seenElsewhere.
-const appliedElsewhere = "applied under the provider's earlier ordering (remembered where that rule kept its keys)"
 
 // noDelivery acknowledges nothing: the event is not on a consumer.
 type noDelivery struct{}

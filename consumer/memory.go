@@ -161,21 +161,39 @@ func (p *Processor) remember(ctx context.Context, ev Event) error {
 }
 
 // seenElsewhere reports whether ev's key was applied according to the
-// memory ev's rule does not use: the provider's ordering changed (none to
-// watermark or back), and the events applied before are remembered where
-// the rule then kept them (APPLIED under none, GRANTS under a watermark
-// rule that publishes per subject). A key in either was applied: APPLIED
-// is written after the effects, and GRANTS holds an event only once its
-// last effect, the publish, succeeded. Read by the operator's commands
+// memory ev's rule does not use, and says where it was found ("" when
+// not): the provider's ordering changed (none to watermark or back), and
+// the events applied before are remembered where the rule then kept them
+// (APPLIED under none, GRANTS under a watermark rule that publishes per
+// subject); or, under none, the key left APPLIED with the horizon while
+// GRANTS still holds the event. A key in either was applied: APPLIED is
+// written after the effects, and GRANTS holds an event only once its last
+// effect, the publish, succeeded. Read by the operator's commands
 // (ProcessOnce, Judge), where `replay` promised never to apply an event
 // twice and applied and forwarded every event again after such a change
 // (review AH); the live consumer does not pay it per event (README).
-func (p *Processor) seenElsewhere(ctx context.Context, r Rule, ev Event) (bool, error) {
+func (p *Processor) seenElsewhere(ctx context.Context, r Rule, ev Event) (string, error) {
 	if p.memory[ev.Provider] != nil {
 		if p.applied == nil {
-			return false, nil
+			return "", nil
 		}
-		return p.applied.Seen(ctx, ev.Key)
+		seen, err := p.applied.Seen(ctx, ev.Key)
+		if !seen || err != nil {
+			return "", err
+		}
+		return "found in APPLIED: applied while the provider's ordering was none", nil
 	}
-	return p.inGrants(ctx, r, ev)
+	if r.Watermark {
+		// A watermark rule that remembers in APPLIED (its template names
+		// no {subject}): GRANTS was never a memory under that template,
+		// and an event a stopped holder published there is the lease
+		// takeover's to settle (commit the mark, record it applied), which
+		// an early answer here would skip (review AK).
+		return "", nil
+	}
+	seen, err := p.inGrants(ctx, r, ev)
+	if !seen || err != nil {
+		return "", err
+	}
+	return "found in GRANTS: its key is no longer in APPLIED (past the horizon, or applied while the provider's ordering was watermark)", nil
 }

@@ -312,17 +312,22 @@ providers:
 		}
 	}
 
-	// Under ordering none nothing remembers a key past the horizon: a forced
-	// replay would apply it again, and says so.
+	// Under ordering none APPLIED forgets a key past the horizon, but the
+	// event's GRANTS message still says it was applied: a forced replay
+	// finds it there (since review AH it looks; before, it applied the
+	// event again, saying "forced beyond the horizon: ... repeats it",
+	// which a provider without a publish still says: cmd/hookgate's
+	// TestReviewVReplayHorizonIsTheSystemsNotTheCLIConfigs).
 	body := []byte(`{"note":"unordered"}`)
 	expect(t, post(t, hg.baseURL+"/webhooks/unordered", signGrants(t, "msg_none", body), body), 200, "status", "accepted")
 	waitFor(t, "the unordered event applied", 30*time.Second, func() bool { return streamMsgs(t, e, "GRANTS") == 3 })
-	waitFor(t, "its applied key forgotten past the horizon", 30*time.Second, func() bool {
+	waitFor(t, "its applied key forgotten past the horizon, found in GRANTS", 30*time.Second, func() bool {
 		out, _, _ = cli(t, "replay", "--dry-run", "--force", "--provider", "unordered", "--config", cfg)
-		return regexp.MustCompile(`msg_none\s+apply\s`).MatchString(out)
+		return regexp.MustCompile(`msg_none\s+already-applied\s+found in GRANTS`).MatchString(out)
 	})
-	if !strings.Contains(out, "forced beyond the horizon: if it was applied before, this repeats it") {
-		t.Fatalf("a forced replay that would apply a forgotten key again does not say so:\n%s", out)
+	out, _, code = cli(t, "replay", "--force", "--provider", "unordered", "--config", cfg)
+	if code != 0 || !regexp.MustCompile(`msg_none\s+already-applied\s+found in GRANTS`).MatchString(out) || streamMsgs(t, e, "GRANTS") != 3 {
+		t.Fatalf("a forced replay of an event still in GRANTS (exit %d), want already-applied and GRANTS still 3:\n%s", code, out)
 	}
 }
 

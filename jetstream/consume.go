@@ -341,8 +341,8 @@ func (e errPullStatus) Error() string { return string(e) }
 // pullOnce asks for up to prefetch deliveries and gives them to Next, in
 // order, until the pull ends: prefetch deliveries came, or a status of
 // this pull (408 at its expiry, 404, 409, 503), or nothing for a second
-// past its expiry (a pull lost with its consumer leader's node, or in a
-// reconnect). A delivery is handed over whichever pull it answers (one
+// past its expiry, since the request or the last delivery handed over (a
+// pull lost with its consumer leader's node, or in a reconnect). A delivery is handed over whichever pull it answers (one
 // that comes late is no less outstanding). Once ctx ends, the rest of the
 // pull's deliveries, up to its end, are kept for Unread. A nil error: pull
 // again.
@@ -387,12 +387,20 @@ func (s *Source) pullOnce(ctx context.Context) error {
 		if !stopping {
 			select {
 			case s.deliveries <- m:
-				continue
 			case <-ctx.Done():
 				stopping = true
+				s.keep(m)
 			}
+		} else {
+			s.keep(m)
 		}
-		s.keep(m)
+		// The time a delivery waited for Next (every worker busy) is not
+		// the server's: a pull is lost only when nothing came for a second
+		// past its expiry since then. Counted from the request, a slow Next
+		// gave up pulls still being answered, pulled a whole batch more
+		// every 2 s, and nats.go dropped deliveries once the inbox's
+		// channel was full (review AK).
+		lost.Reset(pullExpiry + time.Second)
 	}
 	return nil
 }
