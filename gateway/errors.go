@@ -17,6 +17,9 @@ var (
 	// errValueTooLong: an extracted subject, type, occurred_at or account
 	// is too long to be copied into a Hookgate-* header.
 	errValueTooLong = errors.New("value too long")
+	// errHidesNatsHeader: a stored header name or value that nats-server
+	// would read as hiding one of its own headers (see hidesNatsHeader).
+	errHidesNatsHeader = errors.New("header hides a NATS header")
 	// errEncoding: a Content-Encoding other than identity. Signatures and
 	// keys are over the bytes as sent, and receivers get them as stored.
 	errEncoding = errors.New("unsupported Content-Encoding")
@@ -32,7 +35,7 @@ func statusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, errHeadersTooLarge):
 		return http.StatusRequestHeaderFieldsTooLarge
-	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID), errors.Is(err, errValueTooLong):
+	case errors.Is(err, ErrBadJSON), errors.Is(err, ErrNoEventID), errors.Is(err, errValueTooLong), errors.Is(err, errHidesNatsHeader):
 		return http.StatusBadRequest
 	case errors.Is(err, errEncoding):
 		return http.StatusUnsupportedMediaType

@@ -235,6 +235,12 @@ func (s *server) rejectAs(w http.ResponseWriter, p *provider, account, key strin
 		status = http.StatusBadRequest
 	case errors.Is(err, errBodyTimeout):
 		status = http.StatusRequestTimeout
+		// The write deadline (http.timeouts.write from the end of the
+		// headers) falls about when the read one (timeouts.read from the
+		// request's start) did, with the defaults' equal 30 s: the 408 was
+		// cut off and the sender got a closed connection (review AL). A
+		// few seconds more, for this answer only.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
 	}
 	msg := err.Error()
 	s.metrics.requests.WithLabelValues(p.name, event.DecisionRejected, fmt.Sprint(status)).Inc()
@@ -393,7 +399,51 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 	if len(quoted) > 0 {
 		h[event.HeaderQuoted] = []string{strings.Join(quoted, ",")}
 	}
+	for name, vs := range h {
+		for _, text := range append([]string{name}, vs...) {
+			if k, bad := hidesNatsHeader(text); bad {
+				return nil, fmt.Errorf("%w: header %s holds %q twice in a row, which NATS would take for hiding its own %s header (the event's key from the duplicate check); refused", errHidesNatsHeader, truncate(name, 64), k, k)
+			}
+		}
+	}
 	return h, nil
+}
+
+// natsLookedUp are the headers nats-server looks up in a message hookgate
+// stores (WEBHOOKS, GRANTS, DLQ): the key and the sequenced publish's
+// conditions.
+var natsLookedUp = []string{"Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expected-Last-Sequence",
+	"Nats-Expected-Last-Msg-Id", "Nats-Expected-Last-Subject-Sequence", "Nats-Expected-Last-Subject-Sequence-Subject"}
+
+// hidesNatsHeader reports text that would hide a header nats-server looks
+// up, and which. nats-server (2.15) finds a header by searching the header
+// block for its name; after a match that does not start a line it gives up
+// when the next match begins within two bytes ("Nats-Msg-IdNats-Msg-Id"),
+// and the header block's order is nats.go's map order: a stored request
+// header holding that, written before the real Nats-Msg-Id, hid the key
+// from JetStream's duplicate check, and one captured delivery sent again
+// with such a header was stored again each time (review AL; the key index
+// caught repeats on the embedded server, an external one stored them).
+func hidesNatsHeader(text string) (string, bool) {
+	if !strings.Contains(text, "Nats-") {
+		return "", false
+	}
+	for i := strings.Index(text, "Nats-"); i >= 0 && i < len(text); {
+		for _, k := range natsLookedUp {
+			if !strings.HasPrefix(text[i:], k) {
+				continue
+			}
+			if end := i + len(k); strings.HasPrefix(text[end:], k) || end < len(text) && strings.HasPrefix(text[end+1:], k) {
+				return k, true
+			}
+		}
+		j := strings.Index(text[i+1:], "Nats-")
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return "", false
 }
 
 func hopHeaders(in map[string][]string) map[string]bool {

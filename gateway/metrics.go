@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider"}),
 		auditSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_gateway_audit_suppressed_total",
-			Help: "Rejected-request audit records folded into a later record's suppressed count.",
+			Help: "Rejected-request audit records held back by the per-provider limit: each is folded into a later record's suppressed count, or, the last of a burst, written about a second later.",
 		}, []string{"provider"}),
 	}
 	reg.MustRegister(m.requests, m.unknownProvider, m.publishSeconds, m.requestSeconds, m.auditSuppressed)

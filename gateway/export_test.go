@@ -1,0 +1,4 @@
+package gateway
+
+// HidesNatsHeader is hidesNatsHeader, for the external tests.
+var HidesNatsHeader = hidesNatsHeader
