@@ -95,7 +95,6 @@ func CheckPointer(p string) error {
 	return nil
 }
 
-// checkHeaderName checks an HTTP field name (RFC 9110 token).
 // CredentialHeader reports the request headers that carry a sender's
 // credentials (Authorization, Cookie, Proxy-*), which hookgate never
 // stores: a source must not read them either, or its value would be
@@ -106,11 +105,17 @@ func CredentialHeader(name string) bool {
 		len(name) >= 6 && strings.EqualFold(name[:6], "Proxy-")
 }
 
-// errCredentialSource is the config problem of a source reading one.
-func errCredentialSource(name string) error {
-	return fmt.Errorf("header %s carries the sender's credentials, which hookgate never stores: it cannot be a source (its value would be stored in the event's headers and key, AUDIT records and forwarded requests)", name)
+// refuseCredentialSource records an error at key when the header a
+// source reads is a credential one, and reports whether it did.
+func refuseCredentialSource(k *checker, key, header string) bool {
+	if !CredentialHeader(header) {
+		return false
+	}
+	k.errorf(key, "header %s carries the sender's credentials, which hookgate never stores: it cannot be a source (its value would be stored in the event's headers and key, AUDIT records and forwarded requests)", header)
+	return true
 }
 
+// checkHeaderName checks an HTTP field name (RFC 9110 token).
 func checkHeaderName(name string) error {
 	if name == "" {
 		return errors.New("empty header name")

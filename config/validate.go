@@ -385,8 +385,8 @@ func checkProvider(k *checker, name string, p Provider) {
 	if p.Account.Header != "" {
 		if err := checkHeaderName(p.Account.Header); err != nil {
 			k.errorf(key+".account.header", "%v", err)
-		} else if CredentialHeader(p.Account.Header) {
-			k.errorf(key+".account.header", "%v", errCredentialSource(p.Account.Header))
+		} else {
+			refuseCredentialSource(k, key+".account.header", p.Account.Header)
 		}
 	}
 	if p.Account.JSON != "" {
@@ -415,8 +415,7 @@ func checkProvider(k *checker, name string, p Provider) {
 			k.errorf(ek, "%v", err)
 			continue
 		}
-		if src.Kind == SourceHeader && CredentialHeader(src.Name) {
-			k.errorf(ek, "%v", errCredentialSource(src.Name))
+		if src.Kind == SourceHeader && refuseCredentialSource(k, ek, src.Name) {
 			continue
 		}
 		if src.Kind == SourceHeader && known && !signsHeader(scheme, src.Name) {
@@ -447,11 +446,10 @@ func checkProvider(k *checker, name string, p Provider) {
 			continue
 		}
 		src, err := ParseSource(s.v)
-		switch {
-		case err != nil:
+		if err != nil {
 			k.errorf(key+"."+s.name, "%v", err)
-		case src.Kind == SourceHeader && CredentialHeader(src.Name):
-			k.errorf(key+"."+s.name, "%v", errCredentialSource(src.Name))
+		} else if src.Kind == SourceHeader {
+			refuseCredentialSource(k, key+"."+s.name, src.Name)
 		}
 	}
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 )
@@ -400,10 +401,12 @@ func (s *server) storedHeaders(in map[string][]string, p *provider, pl *Payload,
 		h[event.HeaderQuoted] = []string{strings.Join(quoted, ",")}
 	}
 	for name, vs := range h {
-		for _, text := range append([]string{name}, vs...) {
-			if k, bad := hidesNatsHeader(text); bad {
-				return nil, fmt.Errorf("%w: header %s holds %q twice in a row, which NATS would take for hiding its own %s header (the event's key from the duplicate check); refused", errHidesNatsHeader, truncate(name, 64), k, k)
-			}
+		k, bad := hidesNatsHeader(name)
+		for i := 0; !bad && i < len(vs); i++ {
+			k, bad = hidesNatsHeader(vs[i])
+		}
+		if bad {
+			return nil, fmt.Errorf("%w: header %s holds %q twice in a row, which NATS would take for hiding its own %s header (the event's key from the duplicate check); refused", errHidesNatsHeader, truncate(name, 64), k, k)
 		}
 	}
 	return h, nil
@@ -425,15 +428,12 @@ var natsLookedUp = []string{"Nats-Msg-Id", "Nats-Expected-Stream", "Nats-Expecte
 // with such a header was stored again each time (review AL; the key index
 // caught repeats on the embedded server, an external one stored them).
 func hidesNatsHeader(text string) (string, bool) {
-	if !strings.Contains(text, "Nats-") {
-		return "", false
-	}
-	for i := strings.Index(text, "Nats-"); i >= 0 && i < len(text); {
+	for i := strings.Index(text, "Nats-"); i >= 0; {
 		for _, k := range natsLookedUp {
 			if !strings.HasPrefix(text[i:], k) {
 				continue
 			}
-			if end := i + len(k); strings.HasPrefix(text[end:], k) || end < len(text) && strings.HasPrefix(text[end+1:], k) {
+			if rest := text[i+len(k):]; strings.HasPrefix(rest, k) || rest != "" && strings.HasPrefix(rest[1:], k) {
 				return k, true
 			}
 		}
@@ -464,14 +464,13 @@ func hopHeaders(in map[string][]string) map[string]bool {
 
 func dropHeader(name string, hop map[string]bool) bool {
 	switch name {
-	case "Authorization", "Cookie", "Connection", "Keep-Alive", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate", "Proxy-Connection":
+	case "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
 		return true
 	}
-	if hop[name] {
+	if hop[name] || config.CredentialHeader(name) {
 		return true
 	}
-	return hasPrefixFold(name, "proxy-") || hasPrefixFold(name, "nats-") || hasPrefixFold(name, "hookgate-")
+	return hasPrefixFold(name, "nats-") || hasPrefixFold(name, "hookgate-")
 }
 
 // statusHeader reports the headers NATS gives a message without payload
