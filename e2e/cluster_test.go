@@ -266,14 +266,17 @@ func TestClusterLeaderKill9UnderLoad(t *testing.T) {
 }
 
 // requireFaultUnderLoad checks that requests succeeded before the fault
-// and after it, and that the fault was felt while the load ran: requests
-// in flight when it hit, or a 503, a connection error or a request slowed
-// past a second in its window.
+// and after it, that the load kept sending while the fault lasted, and
+// that the fault met the load: requests in flight when it hit, or a 503,
+// a connection error or a request slowed past a second in its window.
 func requireFaultUnderLoad(t testing.TB, before, during, after loadStats, inFlight int) {
 	t.Helper()
 	t.Logf("requests in flight at the fault: %d", inFlight)
 	if before.ok == 0 {
 		t.Fatalf("no request succeeded before the fault: %s", before)
+	}
+	if during.posts == 0 {
+		t.Fatalf("no request started while the fault lasted: the load had stopped before it")
 	}
 	if inFlight+during.unavailable+during.connErrors+during.slow == 0 {
 		t.Fatalf("the fault was not felt by the sender: nothing in flight at the fault; %s", during)

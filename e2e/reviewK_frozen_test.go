@@ -89,7 +89,10 @@ func TestReviewKFrozenNodeGatewayRecovers(t *testing.T) {
 	frozen := time.Now()
 	t.Cleanup(func() { _ = proc.Signal(syscall.SIGCONT) })
 
-	l.deadline = 90 * time.Second
+	// The sender retries on 503 until its deadline: the event stored
+	// within it is the property (a poll with a deadline, not a timing
+	// measured after the fact).
+	l.deadline = 20 * time.Second
 	ev := l.newEvent("G-1")
 	l.deliver(0, ev, false)
 	took := time.Since(frozen)
@@ -106,9 +109,11 @@ func TestReviewKFrozenNodeGatewayRecovers(t *testing.T) {
 	stderr := hg.stderr.String()
 	t.Logf("event stored %s after the freeze (gave up: %v); %d answers 503, %d other failures; hookgate logged reconnects: %v",
 		took.Round(time.Millisecond), l.gaveUp, n503, nOther, strings.Contains(stderr, "reconnect"))
-	if l.gaveUp != nil || took > 20*time.Second {
-		t.Errorf("with 2 of 3 nodes up and leading everything, a sender's event was stored only %s after one node froze (gave up: %v, %d 503s); want within 20 s",
-			took.Round(time.Second), l.gaveUp, n503)
+	if l.gaveUp != nil {
+		t.Fatalf("with 2 of 3 nodes up and leading everything, a sender retrying for %s never had its event stored after one node froze (gave up: %v, %d 503s)",
+			l.deadline, l.gaveUp, n503)
 	}
-	_ = j2
+	// Stored is half of it: the consumer settles it too. Read through the
+	// two nodes that answer (j may sit on the frozen one).
+	waitSettled(t, j2, 60*time.Second)
 }
