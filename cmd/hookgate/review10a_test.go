@@ -39,23 +39,31 @@ func review10aStartingBase(t *testing.T, s *review7Serve) string {
 // as on a cluster that lost its quorum. It returns its nats:// URL.
 func review10aNoJetStream(t *testing.T) string {
 	t.Helper()
+	_, url := review10aNoJetStreamServer(t)
+	return url
+}
+
+// review10aNoJetStreamServer is review10aNoJetStream with the server, whose
+// counters tell what its clients have sent.
+func review10aNoJetStreamServer(t *testing.T) (*server.Server, string) {
+	t.Helper()
 	srv := reviewTNATS(t, &server.Options{Authorization: "tok"})
-	return strings.Replace(srv.ClientURL(), "nats://", "nats://tok@", 1)
+	return srv, strings.Replace(srv.ClientURL(), "nats://", "nats://tok@", 1)
 }
 
 // review10aStartStuck runs serve against a NATS server whose JetStream
 // never answers (review10aNoJetStream), so it stays in its starting phase,
-// and returns it with its early listener's base URL.
-func review10aStartStuck(t *testing.T) (*review7Serve, string) {
+// and returns it with its early listener's base URL and the NATS server.
+func review10aStartStuck(t *testing.T) (*review7Serve, string, *server.Server) {
 	t.Helper()
-	url := review10aNoJetStream(t)
+	srv, url := review10aNoJetStreamServer(t)
 	path := filepath.Join(t.TempDir(), "hookgate.yaml")
 	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nroles: { consumer: false }\nnats: { url: %q }\n%s", url, review6Provider)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := review7Start(t, path, false)
-	return s, review10aStartingBase(t, s)
+	return s, review10aStartingBase(t, s), srv
 }
 
 // BUG (fixed): SIGTERM (ctx cancel) while serve waits for an external cluster's
@@ -78,7 +86,7 @@ func review10aStartStuck(t *testing.T) (*review7Serve, string) {
 // attempt: %v)", ctx.Err(), err)) when the parent ctx was cancelled, and
 // keep the last error only for its own 30 s deadline.
 func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
-	s, base := review10aStartStuck(t)
+	s, base, srv := review10aStartStuck(t)
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +95,20 @@ func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("/healthz while starting = %d", resp.StatusCode)
 	}
-	time.Sleep(1500 * time.Millisecond) // still retrying: well inside the 30 s
+	// Stop it once it is retrying (a second JetStream request sent, so
+	// one attempt failed), well inside its 30 s.
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		v, err := srv.Varz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.InMsgs >= 2 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("serve sent %d JetStream requests in 20 s, want it retrying", v.InMsgs)
+		}
+	}
 	t0 := time.Now()
 	err = s.stop(t)
 	t.Logf("serve returned %v after %s", err, time.Since(t0).Round(time.Millisecond))
@@ -113,7 +134,7 @@ func TestReview10AStopWhileExternalJetStreamDoesNotAnswerIsClean(t *testing.T) {
 // (or a predicate) and answer the others with handleNotFound's 404 body
 // "unknown provider ...".
 func TestReview10AUnknownProviderWhileStartingIs404(t *testing.T) {
-	_, base := review10aStartStuck(t)
+	_, base, _ := review10aStartStuck(t)
 	c := &http.Client{Timeout: 5 * time.Second}
 	// The configured provider: 503 while starting is right.
 	if code, _, err := review7Send(c, base, "known"); err != nil || code != http.StatusServiceUnavailable {
