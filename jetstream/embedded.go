@@ -276,6 +276,14 @@ func (e *Embedded) Shutdown() {
 	_ = e.lock.Close()
 }
 
+// HasStore reports whether dir holds an embedded server's store (a
+// JetStream directory, empty or not), so serve can tell a first start
+// on dir from a start again.
+func HasStore(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "jetstream"))
+	return err == nil
+}
+
 // LockDataDir takes an exclusive advisory lock on dir, creating dir if it
 // is missing. The returned file
 // holds the lock until closed (or the process dies: the kernel drops it,

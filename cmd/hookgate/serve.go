@@ -99,11 +99,19 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		carry.takeLock("") // now external: a carried lock is let go
 	}
 	if cfg.NATS.URL == "" && lock == nil {
+		fresh := !jetstream.HasStore(cfg.NATS.Embedded.DataDir)
 		if lock, err = jetstream.LockDataDir(cfg.NATS.Embedded.DataDir); err != nil {
 			if errors.Is(err, jetstream.ErrDataDirLocked) {
 				err = fmt.Errorf("%w (another hookgate): stop it first, or give this serve its own nats.embedded.data_dir", err)
 			}
 			return err
+		}
+		if fresh {
+			// A first start, or a config moved away from its relative
+			// data_dir: the second starts an empty store, where keys
+			// accepted before count as new and waiting events are not.
+			logger.Warn("data_dir holds no event store: starting a new, empty one (if this serve ran before, check nats.embedded.data_dir; a relative one is read from the config file's directory)",
+				slog.String("data_dir", cfg.NATS.Embedded.DataDir))
 		}
 	}
 	if lock != nil {
@@ -350,7 +358,11 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	if gctx.Err() == nil {
 		// A serve stopped while its key index opened never took a webhook.
-		logger.Info("hookgate started", slog.String("version", buildVersion()), slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers)))
+		attrs := []any{slog.String("version", buildVersion()), slog.Bool("embedded", sys.embedded != nil), slog.Int("providers", len(cfg.Providers))}
+		if sys.embedded != nil {
+			attrs = append(attrs, slog.String("data_dir", cfg.NATS.Embedded.DataDir))
+		}
+		logger.Info("hookgate started", attrs...)
 	}
 
 	g.Go(func() error {
