@@ -548,8 +548,13 @@ func checkForward(k *checker, key string, f Forward) {
 	if f.URL != "" {
 		u, err := url.Parse(f.URL)
 		// The URL may hold credentials or a token: never quote it.
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "":
 			k.errorf(key+".url", "want an absolute http:// or https:// URL")
+		case !ForwardPortOK(u.Port()):
+			// A typo here (:80800) would fail every event as a
+			// connection error, retried for half an hour each.
+			k.errorf(key+".url", "port is not a number from 1 to 65535")
 		}
 	}
 	if f.Timeout <= 0 {
@@ -563,6 +568,16 @@ func checkForward(k *checker, key string, f Forward) {
 			k.errorf(key+".secret", "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
 		}
 	}
+}
+
+// ForwardPortOK reports whether a forward URL's port (u.Port(): "" when
+// the URL gives none, for the scheme's own) can be dialled.
+func ForwardPortOK(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535 && port[0] != '+'
 }
 
 // publishPlaceholders are what a publish template may use.

@@ -62,6 +62,11 @@ type ForwardOptions struct {
 	Client *http.Client
 	// Now is the clock for webhook-timestamp; nil: time.Now.
 	Now func() time.Time
+	// Concurrency is how many forwards may run at once (consumer.workers):
+	// the own client's idle pool keeps a connection for each, so workers
+	// past its default of 64 do not dial anew per event (review AN).
+	// 0: that default.
+	Concurrency int
 }
 
 // Forward is the forward Effect: it POSTs the event to a URL. It is safe
@@ -84,6 +89,9 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" {
 		return nil, errors.New("forward url: want an absolute http:// or https:// URL")
+	}
+	if !config.ForwardPortOK(u.Port()) {
+		return nil, errors.New("forward url: port is not a number from 1 to 65535")
 	}
 	if o.Timeout <= 0 {
 		return nil, errors.New("forward timeout: must be > 0")
@@ -116,7 +124,7 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	}
 	client := o.Client
 	if client == nil {
-		client = &http.Client{Transport: newForwardTransport()}
+		client = &http.Client{Transport: newForwardTransport(max(o.Concurrency, forwardIdleConns))}
 	}
 	// A copy, so the caller's client keeps its own redirect policy.
 	c := *client
@@ -125,12 +133,12 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	return f, nil
 }
 
-func newForwardTransport() *http.Transport {
+func newForwardTransport(idle int) *http.Transport {
 	// DefaultTransport's dialer, proxy-from-environment, HTTP/2 and TLS
 	// handshake timeout, with an idle pool past its 2 per host.
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConns = forwardIdleConns
-	t.MaxIdleConnsPerHost = forwardIdleConns
+	t.MaxIdleConns = idle
+	t.MaxIdleConnsPerHost = idle
 	t.IdleConnTimeout = 90 * time.Second
 	return t
 }
@@ -204,11 +212,20 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 	if err != nil {
 		return f.transportError(ctx, reqCtx, err)
 	}
-	// Read a little of the body so the connection goes back to the pool.
+	code := resp.StatusCode
+	if code == http.StatusSwitchingProtocols {
+		// net/http hands over the connection itself as the body and no
+		// longer watches reqCtx: a drain would wait on it for good,
+		// holding the worker, the subject's lease and serve's stop
+		// (review AN). No webhook receiver upgrades a POST.
+		resp.Body.Close()
+		return Permanent(&ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code) + " (the receiver switched protocols instead of answering the POST)"})
+	}
+	// Read a little of the body so the connection goes back to the pool;
+	// the read ends with reqCtx (net/http cuts a body read at it).
 	_, _ = io.CopyN(io.Discard, resp.Body, forwardDrainMax)
 	resp.Body.Close()
 
-	code := resp.StatusCode
 	if code >= 200 && code <= 299 {
 		return nil
 	}

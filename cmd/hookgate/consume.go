@@ -28,6 +28,8 @@ func consumerRules(cfg *config.Config, grants consumer.Grants, fm *consumer.Forw
 				URL:     pc.Effects.Forward.URL,
 				Timeout: pc.Effects.Forward.Timeout,
 				Secret:  pc.Effects.Forward.Secret,
+				// Events of one provider, up to every worker, forward at once.
+				Concurrency: cfg.Consumer.Workers,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("providers.%s.effects.forward: %w", name, err)
