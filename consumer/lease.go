@@ -88,7 +88,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			}
 			continue
 		}
-		if l := mark.Lease; rule.Watermark && l != nil && l.Key != ev.Key && now.Before(l.Until.Add(p.opts.InDoubtWait)) {
+		if l := mark.Lease; rule.Watermark && l != nil && l.Key != ev.Key && !l.Redeliver && now.Before(l.Until.Add(p.opts.InDoubtWait)) {
 			// The holder stopped between claim and commit: its event may
 			// be in GRANTS already. Deciding ours against this mark could
 			// publish an older event after it, or leave it in GRANTS and
@@ -104,7 +104,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			p.waitAtHead(m, l.Key)
 			return out
 		}
-		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key
+		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key && !mark.Lease.Redeliver
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
 		newRev, err := p.putMark(ctx, key, claimed, rev)
@@ -267,7 +267,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 // it decided the delivery (applied now, or a retry).
 func (p *Processor) settleOwn(ctx context.Context, m *Message, rule Rule) (Outcome, bool) {
 	return p.commitApplied(ctx, m, "", func(mark Mark) (Mark, *Outcome) {
-		if mark.Lease == nil || mark.Lease.Key != m.Event.Key {
+		if mark.Lease == nil || mark.Lease.Key != m.Event.Key || mark.Lease.Redeliver {
 			return Mark{}, nil
 		}
 		return advance(mark, m.Event, rule.Watermark), &Outcome{}

@@ -33,6 +33,10 @@ type Lease struct {
 	Owner string    `json:"owner"`
 	Key   string    `json:"key"`
 	Until time.Time `json:"until"`
+	// Redeliver: the holder re-runs the forward of Key, an event already
+	// applied (replay --redeliver), and moves nothing. Its event is never
+	// in doubt: a holder gone leaves nothing for anyone to settle.
+	Redeliver bool `json:"redeliver,omitempty"`
 }
 
 // Watermarks stores Marks, changed only by compare-and-set.

@@ -50,6 +50,9 @@ func appendMarkFast(b []byte, m consumer.Mark) (_ []byte, ok bool) {
 		if b, ok = event.AppendJSONTime(append(b, `,"until":`...), l.Until); !ok {
 			return orig, false
 		}
+		if l.Redeliver {
+			b = append(b, `,"redeliver":true`...)
+		}
 		b = append(b, '}')
 	}
 	if len(m.Grants) > 0 {

@@ -23,7 +23,9 @@ func FuzzMarkJSON(f *testing.F) {
 			m.Keys = strings.Split(keys, "\x00")
 		}
 		if lease {
-			m.Lease = &consumer.Lease{Owner: owner, Key: key, Until: time.Unix(untilSec, 0).UTC()}
+			// A redeliver lease from seq's low bit, which keeps the corpus's
+			// arguments as they are.
+			m.Lease = &consumer.Lease{Owner: owner, Key: key, Until: time.Unix(untilSec, 0).UTC(), Redeliver: seq&1 == 1}
 		}
 		if grants != "" {
 			// Sequences differ per subject; a repeated subject keeps the last.

@@ -251,7 +251,9 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 		if !ok {
 			return consumer.AlreadyApplied, "no forward effect configured to redeliver"
 		}
-		if err := f.Apply(ctx, ev); err != nil {
+		// Under the subject's lease, as the consumer's effects run: never
+		// beside serve's forward of another event of the subject.
+		if err := proc.Redeliver(ctx, ev, f); err != nil {
 			return decFailed, "redeliver: " + err.Error()
 		}
 		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionRedelivered, Provider: ev.Provider,
