@@ -169,6 +169,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 		// the start, at 0: first exported at 1, the first dead letter (often
 		// the only one) was no rise to rate() (review Z).
 		m.zero(name, DeadLettered)
+		m.zero(name, Retry) // a receiver failing: retries rise first (review AO)
 	}
 	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
 }

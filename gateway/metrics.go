@@ -58,6 +58,11 @@ func (m *metrics) forProvider(name string) providerMetrics {
 	// no rise (review Z: the first outage, and every one between two
 	// scrapes, went unnoticed).
 	m.requests.WithLabelValues(name, "unavailable", "503")
+	// And those of a 401 storm (a secret rotated on one side only), the
+	// likeliest rejection to page for (review AO: they appeared at the
+	// first rejection, at 1).
+	m.requests.WithLabelValues(name, event.DecisionRejected, "401")
+	m.auditSuppressed.WithLabelValues(name)
 	return providerMetrics{
 		requestSeconds:   m.requestSeconds.WithLabelValues(name),
 		publishStored:    m.publishSeconds.WithLabelValues(name, "stored"),

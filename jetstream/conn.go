@@ -74,6 +74,11 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		// the gateway answered 503 for minutes before moving to another
 		// node. Every 5 s, stale after two: 10-15 s.
 		nats.ErrorHandler(asyncErrorLogger(o.Log, o.Name)),
+		// An outage is in the log from its start, not only in /metrics and
+		// /readyz: a gateway with no traffic (at night) logged nothing for
+		// as long as NATS was away (review AO).
+		nats.DisconnectErrHandler(disconnectLogger(o.Log, o.Name)),
+		nats.ReconnectHandler(reconnectLogger(o.Log, o.Name)),
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(2),
 	}
@@ -203,6 +208,40 @@ func (c *Conn) Close() { c.NC.Close() }
 
 // asyncErrorLogger logs a connection's asynchronous errors at warn, with
 // the subscription's subject when there is one.
+// disconnectLogger logs a lost connection once per outage (nats.go calls
+// it when the connection drops, not per reconnect attempt); a Close's is
+// the process stopping, not worth a warning.
+func disconnectLogger(log *slog.Logger, conn string) nats.ConnErrHandler {
+	return func(nc *nats.Conn, err error) {
+		if log == nil || nc.IsClosed() {
+			return
+		}
+		attrs := []any{slog.String("connection", conn)}
+		if err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+		}
+		log.Warn("nats disconnected; reconnecting (webhooks are answered 503 meanwhile)", attrs...)
+	}
+}
+
+func reconnectLogger(log *slog.Logger, conn string) nats.ConnHandler {
+	return func(nc *nats.Conn) {
+		if log == nil {
+			return
+		}
+		log.Info("nats reconnected", slog.String("connection", conn), slog.String("url", nc.ConnectedUrlRedacted()))
+	}
+}
+
+// Connected returns ErrNotConnected while the connection is down and
+// reconnecting (or closed), nil while it is up.
+func (c *Conn) Connected() error {
+	if c.NC.IsConnected() {
+		return nil
+	}
+	return ErrNotConnected
+}
+
 func asyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
 	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
 		if log == nil {

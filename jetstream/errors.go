@@ -37,7 +37,20 @@ var (
 	// ErrTooFarBehind: RedeliverOutstanding left the consumer alone, as
 	// it would run too many settled events again.
 	ErrTooFarBehind = errors.New("too many settled events above the ack floor")
+	// ErrNotConnected: the connection to NATS is down and reconnecting
+	// (Conn.Connected); requests fail at once meanwhile.
+	ErrNotConnected = errors.New("not connected to NATS (reconnecting)")
 )
+
+// notConnected is nats.ErrReconnectBufExceeded as an operator reads it:
+// with nothing buffered while disconnected (ReconnectBufSize(-1)), it is
+// what every request made then fails with, and "outbound buffer limit
+// exceeded" read as an overflow, not an outage (review AO).
+type notConnected struct{ err error }
+
+func (e notConnected) Error() string { return ErrNotConnected.Error() }
+
+func (e notConnected) Unwrap() []error { return []error{ErrNotConnected, e.err} }
 
 // JetStream error codes this package reacts to (nats-server's
 // jetstream_errors_generated.go).
@@ -81,6 +94,9 @@ func classify(op string, err error) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
+	}
+	if errors.Is(err, nats.ErrReconnectBufExceeded) && !errors.Is(err, ErrNotConnected) {
+		err = notConnected{err}
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }

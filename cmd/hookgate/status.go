@@ -39,6 +39,20 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	defer cancel()
 	sys, err := openForCLI(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), readOnly)
 	if err != nil {
+		if *asJSON {
+			// Monitoring parses stdout in exactly these outages (NATS
+			// down, credentials refused, data_dir held by a serve without
+			// nats.embedded.listen): a document, with the error (review
+			// AO: stdout was empty).
+			via := viaURL
+			if cfg.NATS.URL == "" {
+				via = viaDataDir // what the CLI tries last
+			}
+			d := statusErrorDoc{Time: time.Now().UTC(), Via: via, Instances: []instanceDoc{}, InstancesNote: "not asked: NATS not reached", Error: err.Error()}
+			if eerr := writeJSON(stdout, d); eerr != nil {
+				return eerr
+			}
+		}
 		return err
 	}
 	defer sys.Close()
@@ -60,23 +74,19 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		if d.Instances == nil {
 			d.Instances = []instanceDoc{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if eerr := enc.Encode(d); eerr != nil {
+		if eerr := writeJSON(stdout, d); eerr != nil {
 			return eerr
 		}
 		return fmt.Errorf("status: %w", err)
 	}
 	snap := keyIndexSnapshot(cfg)
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
 		d := newStatusDoc(st, via, snap)
 		d.Instances, d.InstancesNote = inst.Docs, inst.None
 		if d.Instances == nil {
 			d.Instances = []instanceDoc{}
 		}
-		return enc.Encode(d)
+		return writeJSON(stdout, d)
 	}
 	writeStatus(stdout, st, via, cfg, snap, inst)
 	return nil
@@ -186,7 +196,9 @@ type statusDoc struct {
 }
 
 // statusErrorDoc is `hookgate status --json` when JetStream does not
-// answer (exit 1): the running serves that answered, and the error.
+// answer (exit 1): the running serves that answered, and the error. When
+// NATS itself is not reached, instances is empty and instances_note says
+// they were not asked.
 type statusErrorDoc struct {
 	Time          time.Time     `json:"time"`
 	Via           string        `json:"via"`
@@ -514,4 +526,11 @@ func sortedKeys(m map[string]uint64) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// writeJSON writes v as an indented JSON document.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -135,6 +135,9 @@ func (s *system) Ready(ctx context.Context) error {
 	if err := s.conn.StoreFailure(); err != nil {
 		return err
 	}
+	if err := s.conn.Connected(); err != nil {
+		return err
+	}
 	names := []string{jetstream.StreamWebhooks, jetstream.StreamGrants, jetstream.StreamDLQ, jetstream.StreamAudit}
 	if s.cfg.Roles.Consumer {
 		names = append(names, "KV_"+jetstream.BucketMarks, "KV_"+jetstream.BucketApplied)
