@@ -257,7 +257,7 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	if _, ok := sys.cfg.Providers[ev.Provider]; !ok {
 		// Re-fed, it was dead-lettered again for want of a rule: a new
 		// letter for the same event, the old one removed.
-		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ", seq, ev.Key, ev.Provider), notRefed
+		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ (renamed? add %s back beside the new name to re-feed it; see the README's \"Renaming or removing a provider\")", seq, ev.Key, ev.Provider, ev.Provider), notRefed
 	}
 	if dry != nil {
 		j, err := dry.Judge(ctx, ev, 0)
