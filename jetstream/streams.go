@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,10 +53,17 @@ type StreamsConfig struct {
 	// body limit must not keep from being applied or dead-lettered
 	// (review AH: a subject stalled for good behind such an event).
 	MaxMsgSize int32
-	Webhooks   Limits
-	Grants     Limits
-	DLQ        Limits
-	Audit      Limits
+	// KeyRecipes are the gateway's key recipes by provider
+	// (config.Provider.KeyRecipe), kept in WEBHOOKS's metadata from one
+	// start to the next; nil (no gateway here) leaves the kept ones as
+	// they are. RecipeChanged (may be nil) hears of each provider whose
+	// recipe differs from the one kept, before the new one replaces it.
+	KeyRecipes    map[string]string
+	RecipeChanged func(provider, was, now string)
+	Webhooks      Limits
+	Grants        Limits
+	DLQ           Limits
+	Audit         Limits
 }
 
 // StreamConfigs returns the desired configs of the streams, in provisioning
@@ -175,6 +184,7 @@ func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 				want.Duplicates = have.Duplicates
 				want.Metadata = map[string]string{KeyIndexMetadata: keyIndexPending}
 			}
+			want.Metadata = keptRecipes(have.Metadata, want.Metadata, c)
 		}
 		if fixed := immutableDiff(have, want); fixed != "" {
 			problems = append(problems, fmt.Sprintf("stream %s: %s cannot be changed in place; keep the old value or migrate the stream (see README, Running in production)", want.Name, fixed))
@@ -211,11 +221,56 @@ func immutableDiff(have, want js.StreamConfig) string {
 }
 
 func sameUpdatable(have, want js.StreamConfig) bool {
-	return have.Metadata[KeyIndexMetadata] == want.Metadata[KeyIndexMetadata] &&
+	return ownMetadataEqual(have.Metadata, want.Metadata) &&
 		have.MaxAge == want.MaxAge && have.MaxBytes == want.MaxBytes &&
 		have.MaxMsgSize == want.MaxMsgSize && have.Duplicates == want.Duplicates &&
 		have.Replicas == want.Replicas && have.Discard == want.Discard &&
 		strings.Join(have.Subjects, ",") == strings.Join(want.Subjects, ",")
+}
+
+// keyRecipeMetadata prefixes a provider's name in WEBHOOKS's metadata: its
+// key recipe at the last start of a gateway.
+const keyRecipeMetadata = "hookgate_key_recipe_"
+
+// keptRecipes returns want's metadata with the key recipes: c's, and the
+// kept ones (have) of providers c has none for. It tells c.RecipeChanged
+// of each provider whose recipe differs from the kept one.
+func keptRecipes(have, want map[string]string, c StreamsConfig) map[string]string {
+	out := maps.Clone(want)
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k, v := range have {
+		if strings.HasPrefix(k, keyRecipeMetadata) {
+			out[k] = v
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(c.KeyRecipes)) {
+		now := c.KeyRecipes[p]
+		if was, ok := have[keyRecipeMetadata+p]; ok && was != now && c.RecipeChanged != nil {
+			c.RecipeChanged(p, was, now)
+		}
+		out[keyRecipeMetadata+p] = now
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// ownMetadataEqual compares hookgate's entries of two streams' metadata
+// (the server adds its own, _nats.*).
+func ownMetadataEqual(a, b map[string]string) bool {
+	own := func(m map[string]string) map[string]string {
+		o := map[string]string{}
+		for k, v := range m {
+			if strings.HasPrefix(k, "hookgate_") {
+				o[k] = v
+			}
+		}
+		return o
+	}
+	return maps.Equal(own(a), own(b))
 }
 
 // KeyIndexMetadata marks a WEBHOOKS whose keys an embedded hookgate's key
@@ -223,10 +278,17 @@ func sameUpdatable(have, want js.StreamConfig) bool {
 const KeyIndexMetadata = "hookgate_key_index"
 
 func webhooksMetadata(c StreamsConfig) map[string]string {
+	m := map[string]string{}
 	if c.KeyIndex {
-		return map[string]string{KeyIndexMetadata: keyIndexKept}
+		m[KeyIndexMetadata] = keyIndexKept
 	}
-	return nil
+	for p, r := range c.KeyRecipes {
+		m[keyRecipeMetadata+p] = r
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 // The values of KeyIndexMetadata: kept (the window narrowed), or pending
@@ -275,7 +337,8 @@ func NarrowWebhooks(ctx context.Context, j js.JetStream, c StreamsConfig) error 
 	}
 	cfg := s.CachedInfo().Config
 	cfg.Duplicates = webhooksWindow(c)
-	cfg.Metadata = webhooksMetadata(c)
+	// The provisioning at start already told of recipe changes.
+	cfg.Metadata = keptRecipes(cfg.Metadata, webhooksMetadata(c), StreamsConfig{KeyRecipes: c.KeyRecipes})
 	if _, err := j.UpdateStream(ctx, cfg); err != nil {
 		return classify("update stream "+StreamWebhooks, err)
 	}

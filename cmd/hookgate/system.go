@@ -36,11 +36,25 @@ func streamsConfig(cfg *config.Config) jetstream.StreamsConfig {
 		GrantsWindow: grantsWindow(cfg),
 		DedupWindow:  cfg.Dedup.Window,
 		MaxMsgSize:   int32(cfg.HTTP.MaxBodyBytes + headerRoom),
+		KeyRecipes:   keyRecipes(cfg),
 		Webhooks:     lim(cfg.Retention.Webhooks),
 		Grants:       lim(cfg.Retention.Grants),
 		DLQ:          lim(cfg.Retention.DLQ),
 		Audit:        lim(cfg.Retention.Audit),
 	}
+}
+
+// keyRecipes are the gateway's key recipes by provider; nil without a
+// gateway, whose config does not build keys.
+func keyRecipes(cfg *config.Config) map[string]string {
+	if !cfg.Roles.Gateway {
+		return nil
+	}
+	r := make(map[string]string, len(cfg.Providers))
+	for name, p := range cfg.Providers {
+		r[name] = p.KeyRecipe()
+	}
+	return r
 }
 
 // openSystem starts the embedded server when nats.url is empty, connects,
@@ -116,7 +130,17 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := jetstream.Provision(pctx, c.JS, streamsConfig(cfg)); err != nil {
+	sc := streamsConfig(cfg)
+	told := map[string]bool{} // Provision retries; one warning a provider
+	sc.RecipeChanged = func(provider, was, now string) {
+		if told[provider] {
+			return
+		}
+		told[provider] = true
+		logger.Warn("provider's key recipe changed since the last start: a sender's retry of an event accepted before now gets a new key and applies again (see the README's \"Renaming or removing a provider\")",
+			slog.String("provider", provider), slog.String("was", was), slog.String("now", now))
+	}
+	if err := jetstream.Provision(pctx, c.JS, sc); err != nil {
 		if r := c.Refusal(); r != nil {
 			// The requests timed out because the server refused them.
 			err = fmt.Errorf("%w (%v)", r, err)
