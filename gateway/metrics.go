@@ -28,12 +28,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookgate_gateway_publish_seconds",
 			Help:    "Time from publish to JetStream ack, by provider and outcome.",
-			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30},
 		}, []string{"provider", "outcome"}),
 		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "hookgate_gateway_request_seconds",
-			Help:    "Time to answer a webhook request, by provider.",
-			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+			Name: "hookgate_gateway_request_seconds",
+			Help: "Time to answer a webhook request, by provider.",
+			// Up to the write timeout's default (30 s): a publish may wait
+			// that long less a second, and a slow store's answers all fell
+			// in +Inf past 10 s (review AO).
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30},
 		}, []string{"provider"}),
 		auditSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookgate_gateway_audit_suppressed_total",

@@ -83,6 +83,7 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	if *asJSON {
 		d := newStatusDoc(st, via, snap)
 		d.Instances, d.InstancesNote = inst.Docs, inst.None
+		d.Problems = statusProblems(st, inst)
 		if d.Instances == nil {
 			d.Instances = []instanceDoc{}
 		}
@@ -118,6 +119,11 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	via                  how JetStream was reached: "nats.url",
 //	                     "nats.embedded.listen", or "data_dir" (no hookgate
 //	                     was running; the CLI opened the data dir itself)
+//	problems[]           what needs a person, a line each (statusProblems):
+//	                     an instance not ready, no serve answering, a
+//	                     stream, bucket or the consumer missing, dead
+//	                     letters, WEBHOOKS/GRANTS/DLQ at 90% of max_bytes;
+//	                     empty when none
 //	instances[]          the running serves that answered (instanceDoc):
 //	                     instance, version, roles, listen, started, ready,
 //	                     problem, applying
@@ -183,6 +189,7 @@ type statusDoc struct {
 	Via           string            `json:"via"`
 	Instances     []instanceDoc     `json:"instances"`
 	InstancesNote string            `json:"instances_note,omitempty"`
+	Problems      []string          `json:"problems"`
 	Streams       []streamDoc       `json:"streams"`
 	Buckets       []bucketDoc       `json:"buckets"`
 	Consumers     []consumerDoc     `json:"consumers"`
@@ -351,6 +358,16 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		fmt.Fprintf(w, "hookgate status at %s, read through nats.embedded.listen %s\n\n", stamp(st.At), cfg.NATS.Embedded.Listen)
 	default:
 		fmt.Fprintf(w, "hookgate status at %s, read through nats.url\n\n", stamp(st.At))
+	}
+	// What needs a person first, so a look at 3 a.m. starts there.
+	if problems := statusProblems(st, inst); len(problems) == 0 {
+		fmt.Fprint(w, "PROBLEMS   none\n\n")
+	} else {
+		fmt.Fprintln(w, "PROBLEMS")
+		for _, p := range problems {
+			fmt.Fprintf(w, "  - %s\n", printable(p))
+		}
+		fmt.Fprintln(w)
 	}
 	writeInstances(w, inst)
 	tw := newTable(w)

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// streamFullShare is the disk use, in percent of max_bytes, from which a
+// stream that refuses writes when full (WEBHOOKS: senders get 503; GRANTS
+// and DLQ: events wait) counts as a problem.
+const streamFullShare = 90
+
+// statusProblems lists, one short line each, what in a status needs a
+// person: an instance not ready, no serve running, a stream, bucket or the
+// durable consumer missing, dead letters, a stream that refuses writes
+// near its max_bytes. Empty when none; AUDIT ages out its oldest records
+// when full, so its use is no problem.
+func statusProblems(st jetstream.Status, inst instancesView) []string {
+	problems := []string{}
+	for _, in := range inst.Docs {
+		if !in.Ready {
+			p := "instance " + in.Instance + " not ready"
+			if in.Problem != "" {
+				p += ": " + in.Problem
+			}
+			problems = append(problems, p)
+		}
+	}
+	if len(inst.Docs) == 0 {
+		problems = append(problems, "no serve answered: "+inst.None)
+	}
+	for _, s := range st.Streams {
+		if !s.Exists {
+			problems = append(problems, "stream "+s.Name+" missing")
+			continue
+		}
+		if pct, ok := s.DiskUse(); ok && pct >= streamFullShare && s.Name != jetstream.StreamAudit {
+			problems = append(problems, fmt.Sprintf("stream %s at %.1f%% of its max_bytes (retention.*.max_bytes)", s.Name, pct))
+		}
+	}
+	for _, b := range st.Buckets {
+		if !b.Exists {
+			problems = append(problems, "bucket "+b.Name+" missing")
+		}
+	}
+	if len(st.Consumers) > 0 && !st.Consumers[0].Exists {
+		problems = append(problems, "consumer "+st.Consumers[0].Stream+"/"+st.Consumers[0].Name+" missing: nothing applies events")
+	}
+	if n := st.Stream(jetstream.StreamDLQ).Messages; n > 0 {
+		problems = append(problems, fmt.Sprintf("%d dead letters in DLQ (hookgate dlq list)", n))
+	}
+	return problems
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// TestStatusProblems: what needs a person is listed first, a line each,
+// and only that: a healthy system says none.
+func TestStatusProblems(t *testing.T) {
+	healthy := func() jetstream.Status {
+		return jetstream.Status{
+			At: time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC),
+			Streams: []jetstream.StreamStatus{
+				{Name: "WEBHOOKS", Exists: true, Bytes: 50, MaxBytes: 100},
+				{Name: "GRANTS", Exists: true, Bytes: 10, MaxBytes: 100},
+				{Name: "DLQ", Exists: true, MaxBytes: 100},
+				{Name: "AUDIT", Exists: true, Bytes: 99, MaxBytes: 100}, // ages out its oldest: fine
+			},
+			Buckets:   []jetstream.BucketStatus{{Name: "WATERMARKS", Exists: true}, {Name: "APPLIED", Exists: true}},
+			Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply", Exists: true}},
+		}
+	}
+	ready := instancesView{Docs: []instanceDoc{{Instance: "host/1/a", Ready: true}}}
+	if got := statusProblems(healthy(), ready); len(got) != 0 {
+		t.Errorf("healthy: problems %q, want none", got)
+	}
+	var out bytes.Buffer
+	writeStatus(&out, healthy(), viaListen, &config.Config{}, nil, ready)
+	if !strings.Contains(out.String(), "PROBLEMS   none") {
+		t.Errorf("healthy status text lacks \"PROBLEMS   none\":\n%s", out.String())
+	}
+
+	st := healthy()
+	st.Streams[0].Bytes = 95       // WEBHOOKS near full: 503s soon
+	st.Streams[2].Messages = 3     // dead letters
+	st.Streams[1].Exists = false   // GRANTS missing
+	st.Buckets[1].Exists = false   // APPLIED missing
+	st.Consumers[0].Exists = false // nothing applies
+	notReady := instancesView{Docs: []instanceDoc{{Instance: "host/1/a", Ready: false, Problem: "not connected to NATS (reconnecting)"}}}
+	got := statusProblems(st, notReady)
+	want := []string{
+		"instance host/1/a not ready: not connected to NATS (reconnecting)",
+		"stream WEBHOOKS at 95.0% of its max_bytes (retention.*.max_bytes)",
+		"stream GRANTS missing",
+		"bucket APPLIED missing",
+		"consumer WEBHOOKS/hookgate-apply missing: nothing applies events",
+		"3 dead letters in DLQ (hookgate dlq list)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems\n%q\nwant\n%q", got, want)
+	}
+	if got := statusProblems(healthy(), instancesView{None: "no serve runs (status opened data_dir itself)"}); !slices.Equal(got, []string{"no serve answered: no serve runs (status opened data_dir itself)"}) {
+		t.Errorf("no serve: problems %q", got)
+	}
+	out.Reset()
+	writeStatus(&out, st, viaListen, &config.Config{}, nil, notReady)
+	if !strings.Contains(out.String(), "PROBLEMS\n  - instance host/1/a not ready") || !strings.Contains(out.String(), "  - 3 dead letters in DLQ") {
+		t.Errorf("status text does not list the problems first:\n%s", out.String())
+	}
+}
