@@ -77,7 +77,7 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		logger.Warn("config: "+p.Msg, slog.String("config_key", p.Key))
 	}
 
-	tlsCfg, err := loadTLS(cfg)
+	tlsCfg, err := loadTLS(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -423,17 +423,18 @@ func scheme(cfg *config.Config) string {
 
 // loadTLS loads http.tls's certificate and key (nil without TLS) before
 // anything starts: loaded by ServeTLS, a bad pair failed after the streams
-// were set up and the consumer started, naming neither key (review 9).
-func loadTLS(cfg *config.Config) (*tls.Config, error) {
+// were set up and the consumer started, naming neither key (review 9). The
+// files are read again when they change (certReloader).
+func loadTLS(cfg *config.Config, logger *slog.Logger) (*tls.Config, error) {
 	c := cfg.HTTP.TLS
 	if c.Cert == "" {
 		return nil, nil
 	}
-	pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	r, err := newCertReloader(c.Cert, c.Key, logger)
 	if err != nil {
-		return nil, fmt.Errorf("http.tls.cert %s and http.tls.key %s: %w", c.Cert, c.Key, err)
+		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.getCertificate}, nil
 }
 
 // listener is one of serve's HTTP listeners: webhooks (and the admin
