@@ -238,7 +238,13 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 		}
 		return fe
 	case code >= 300 && code <= 399:
-		fe.detail += " (redirects are not followed; configure the final URL)"
+		fe.detail += " (redirects are not followed; configure the final URL"
+		// Where it points, without path or query (they may hold tokens,
+		// as forward.url's may).
+		if loc, err := resp.Location(); err == nil && loc.Host != "" {
+			fe.detail += ": it points to " + loc.Scheme + "://" + loc.Host
+		}
+		fe.detail += ")"
 	}
 	return Permanent(fe)
 }

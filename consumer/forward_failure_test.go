@@ -142,6 +142,11 @@ func TestForwardCallerClient(t *testing.T) {
 	if !strings.Contains(err.Error(), "redirects are not followed") {
 		t.Errorf("error %q does not say redirects are not followed", err)
 	}
+	// Where it points, scheme and host only: a relative Location is
+	// resolved against the request's URL.
+	if want := "it points to " + srv.URL + ")"; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "elsewhere") {
+		t.Errorf("error %q: want %q and no path", err, want)
+	}
 	if n := followed.Load(); n != 0 {
 		t.Errorf("redirect followed %d times", n)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // ErrSubjectInDoubt: a holder stopped between its subject's claim and
@@ -25,6 +26,7 @@ func (p *Processor) Redeliver(ctx context.Context, ev Event, f Effect) error {
 	m := &Message{Event: ev, Deliveries: 1, Delivery: noDelivery{}}
 	p.prepare(m)
 	key := LeaseKey(m.Event)
+	watermark := p.rules[ev.Provider].Watermark
 	var (
 		mark Mark
 		rev  uint64
@@ -43,8 +45,9 @@ func (p *Processor) Redeliver(ctx context.Context, ev Event, f Effect) error {
 		}
 		// In doubt whichever event the lease names (this one's too: its
 		// holder may have stopped before recording it applied, which its
-		// redelivery does when it finds the lease).
-		if l := mark.Lease; l != nil && !l.Redeliver && now.Before(l.Until.Add(p.opts.InDoubtWait)) {
+		// redelivery does when it finds the lease), under a watermark
+		// rule, as for the consumer (review AP).
+		if l := mark.Lease; l != nil && !l.Redeliver && watermark && now.Before(l.Until.Add(p.opts.InDoubtWait)) {
 			return fmt.Errorf("%w: it waits for event %s, whose holder stopped before its commit; its redelivery settles it, redeliver after that", ErrSubjectInDoubt, l.Key)
 		}
 		claimed := mark
@@ -60,13 +63,37 @@ func (p *Processor) Redeliver(ctx context.Context, ev Event, f Effect) error {
 		break
 	}
 	ferr := f.Apply(ctx, m.Event)
-	// A lease we claimed over had expired with nothing in doubt: it goes
-	// with ours.
+	// The mark as it was before the claim: an expired lease we claimed
+	// over comes back (a dead holder's, past its doubt, is claimed over by
+	// the next event as before; one naming its own event lets that
+	// event's redelivery settle it by the takeover: review AP), but a
+	// stopped replay's redeliver lease, which settles nothing, goes.
 	released := mark
-	released.Lease = nil
-	if _, err := p.putMark(ctx, key, released, rev); err != nil && !errors.Is(err, ErrConflict) {
-		// It expires by itself (LeaseTTL); the subject waits until then.
-		p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", err.Error()))
+	if l := mark.Lease; l != nil && l.Redeliver {
+		released.Lease = nil
+	}
+	// Given back even when ctx ended (a Ctrl-C during the forward): left,
+	// the lease would hold the subject until it runs out (review AP).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		_, err := p.putMark(rctx, key, released, rev)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrConflict) {
+			// It expires by itself (LeaseTTL); the subject waits until then.
+			p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", err.Error()))
+			break
+		}
+		// The mark changed under the lease (a write on top that kept it):
+		// give back what is still ours, leave anything else.
+		now, nrev, err := p.readMark(rctx, key)
+		if err != nil || now.Lease == nil || !now.Lease.Redeliver || now.Lease.Owner != p.opts.Owner || now.Lease.Key != ev.Key {
+			break
+		}
+		released, rev = now, nrev
+		released.Lease = nil
 	}
 	return ferr
 }

@@ -276,12 +276,16 @@ func (e *Embedded) Shutdown() {
 	_ = e.lock.Close()
 }
 
-// HasStore reports whether dir holds an embedded server's store (a
-// JetStream directory, empty or not), so serve can tell a first start
-// on dir from a start again.
+// HasStore reports whether dir holds an embedded server's store with a
+// WEBHOOKS stream in it, so serve can tell a first start on dir from a
+// start again. An operator command that opened an empty dir (status on a
+// moved config's data_dir) leaves a JetStream directory but no stream, so
+// the directory alone is no sign of one (review AP).
 func HasStore(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "jetstream"))
-	return err == nil
+	// <data_dir>/jetstream is the store dir; the server keeps streams
+	// under jetstream/<account>/streams/<name> in it.
+	found, _ := filepath.Glob(filepath.Join(dir, "jetstream", "*", "*", "streams", StreamWebhooks))
+	return len(found) > 0
 }
 
 // LockDataDir takes an exclusive advisory lock on dir, creating dir if it
