@@ -241,7 +241,7 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 		fe.detail += " (redirects are not followed; configure the final URL"
 		// Where it points, without path or query (they may hold tokens,
 		// as forward.url's may).
-		if loc, err := resp.Location(); err == nil && loc.Host != "" {
+		if loc, err := resp.Location(); err == nil && loc.Host != "" && plainASCII(loc.Scheme+loc.Host) {
 			fe.detail += ": it points to " + loc.Scheme + "://" + loc.Host
 		}
 		fe.detail += ")"
@@ -395,6 +395,18 @@ func (f *Forward) transportError(ctx, reqCtx context.Context, err error) error {
 		}
 	}
 	return fe
+}
+
+// plainASCII reports whether s is printable ASCII only: a receiver's
+// redirect host may decode to control or bidi characters (%E2%80%AE), which
+// reasons carry into DLQ, AUDIT and terminals (review AQ).
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func forwardStatusText(code int) string {

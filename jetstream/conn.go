@@ -61,6 +61,11 @@ func Connect(o ConnectOptions) (*Conn, error) {
 	opts := []nats.Option{
 		nats.Name(o.Name),
 		nats.MaxReconnects(-1),
+		// A server that refuses the credentials twice in a row would end
+		// the connection for good (nats.go's default), though the right
+		// ones come back (a rotation where the servers change first):
+		// serve answered 503 "reconnecting" until restarted (review AQ).
+		nats.IgnoreAuthErrorAbort(),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, 500*time.Millisecond),
 		nats.RetryOnFailedConnect(false),

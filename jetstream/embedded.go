@@ -283,9 +283,19 @@ func (e *Embedded) Shutdown() {
 // the directory alone is no sign of one (review AP).
 func HasStore(dir string) bool {
 	// <data_dir>/jetstream is the store dir; the server keeps streams
-	// under jetstream/<account>/streams/<name> in it.
-	found, _ := filepath.Glob(filepath.Join(dir, "jetstream", "*", "*", "streams", StreamWebhooks))
-	return len(found) > 0
+	// under jetstream/<account>/streams/<name> in it. Read, not globbed:
+	// data_dir is a path, not a pattern ("[eu-1]"; review AQ).
+	accounts := filepath.Join(dir, "jetstream", "jetstream")
+	entries, err := os.ReadDir(accounts)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(accounts, e.Name(), "streams", StreamWebhooks)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // LockDataDir takes an exclusive advisory lock on dir, creating dir if it

@@ -322,8 +322,10 @@ func dlqList(ctx context.Context, sys *system, provider, reason string, stdout i
 			return nil
 		}
 		n++
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Seq, m.Header.Get(event.HeaderKey), m.Header.Get(event.HeaderProvider),
-			truncateReason(why, 80), m.Header.Get(event.HeaderDlqDeliveries), m.Time.UTC().Format(time.RFC3339))
+		// Stored values, some from outside (a receiver's answer in the
+		// reason): printed so a terminal shows them, not obeys them.
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", m.Seq, printable(m.Header.Get(event.HeaderKey)), printable(m.Header.Get(event.HeaderProvider)),
+			printable(truncateReason(why, 80)), printable(m.Header.Get(event.HeaderDlqDeliveries)), m.Time.UTC().Format(time.RFC3339))
 		return nil
 	})
 	if err != nil {
@@ -355,7 +357,7 @@ func truncateReason(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	return truncate(s, n-3) + "..." // on a character boundary (review AQ)
 }
 
 func dlqShow(ctx context.Context, sys *system, seq uint64, stdout io.Writer) error {

@@ -48,7 +48,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 			if cfg.NATS.URL == "" {
 				via = viaDataDir // what the CLI tries last
 			}
-			d := statusErrorDoc{Time: time.Now().UTC(), Via: via, Instances: []instanceDoc{}, InstancesNote: "not asked: NATS not reached", Error: err.Error()}
+			d := statusErrorDoc{Time: time.Now().UTC(), Via: via, Instances: []instanceDoc{}, InstancesNote: "not asked: NATS not reached",
+				Problems: []string{"NATS not reached: " + err.Error()}, Error: err.Error()}
 			if eerr := writeJSON(stdout, d); eerr != nil {
 				return eerr
 			}
@@ -74,6 +75,9 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 		if d.Instances == nil {
 			d.Instances = []instanceDoc{}
 		}
+		// Never an empty list here: a check reading problems[] must see
+		// the outage (review AQ).
+		d.Problems = append(instanceProblems(inst), "streams not read: "+err.Error())
 		if eerr := writeJSON(stdout, d); eerr != nil {
 			return eerr
 		}
@@ -211,6 +215,7 @@ type statusErrorDoc struct {
 	Via           string        `json:"via"`
 	Instances     []instanceDoc `json:"instances"`
 	InstancesNote string        `json:"instances_note,omitempty"`
+	Problems      []string      `json:"problems"`
 	Error         string        `json:"error"`
 }
 

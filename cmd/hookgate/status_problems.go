@@ -17,19 +17,7 @@ const streamFullShare = 90
 // near its max_bytes. Empty when none; AUDIT ages out its oldest records
 // when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
-	problems := []string{}
-	for _, in := range inst.Docs {
-		if !in.Ready {
-			p := "instance " + in.Instance + " not ready"
-			if in.Problem != "" {
-				p += ": " + in.Problem
-			}
-			problems = append(problems, p)
-		}
-	}
-	if len(inst.Docs) == 0 {
-		problems = append(problems, "no serve answered: "+inst.None)
-	}
+	problems := instanceProblems(inst)
 	for _, s := range st.Streams {
 		if !s.Exists {
 			problems = append(problems, "stream "+s.Name+" missing")
@@ -49,6 +37,24 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	}
 	if n := st.Stream(jetstream.StreamDLQ).Messages; n > 0 {
 		problems = append(problems, fmt.Sprintf("%d dead letters in DLQ (hookgate dlq list)", n))
+	}
+	return problems
+}
+
+// instanceProblems are statusProblems' lines about the running serves.
+func instanceProblems(inst instancesView) []string {
+	problems := []string{}
+	for _, in := range inst.Docs {
+		if !in.Ready {
+			p := "instance " + in.Instance + " not ready"
+			if in.Problem != "" {
+				p += ": " + in.Problem
+			}
+			problems = append(problems, p)
+		}
+	}
+	if len(inst.Docs) == 0 {
+		problems = append(problems, "no serve answered: "+inst.None)
 	}
 	return problems
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -13,74 +15,77 @@ import (
 const certLookEvery = time.Second
 
 // certReloader serves http.tls's certificate and key, read again when
-// either file changes (its modification time or size: a renewal by certbot
-// or cert-manager's symlink swap), looked at no more than once a second,
-// at a handshake. Loaded once at start only, a renewed certificate was
-// served from the next restart on, and an edge that runs for months served
-// the expired one until then: every sender's TLS handshake failed. A pair
-// that does not load (the certificate written, the key not yet) keeps the
-// previous one, with a warning once per such state, and is tried again at
-// the next look. Safe for concurrent use.
+// either file changes (its modification time, size or inode: a renewal by
+// certbot or cert-manager's symlink swap), looked at no more than once a
+// second, at a handshake. Loaded once at start only, a renewed certificate
+// was served from the next restart on, and an edge that runs for months
+// served the expired one until then: every sender's TLS handshake failed.
+// A pair that does not load (the certificate written, the key not yet; a
+// key not yet readable; out of file descriptors) keeps the previous one,
+// warned once per state of the files, and is tried again at each look
+// until it loads (review AQ: it was tried once per state, so a load that
+// failed for a passing reason was never tried again). One handshake looks
+// at a time; the others, meanwhile, get the pair in memory at once, so a
+// file read that hangs (a hard NFS mount) holds one handshake, not all of
+// them (review AQ). Safe for concurrent use.
 type certReloader struct {
 	certPath, keyPath string
 	log               *slog.Logger
 	now               func() time.Time
+	loadPair          func(certFile, keyFile string) (tls.Certificate, error)
 
-	mu       sync.Mutex
-	pair     *tls.Certificate
-	stamp    string // both files' stamps at the last load or look
-	lastLook time.Time
+	pair     atomic.Pointer[tls.Certificate]
+	lastLook atomic.Int64 // Unix ns
+
+	look   sync.Mutex // held by the one handshake looking at the files
+	loaded string     // the files' stamp when pair was loaded
+	warned string     // the stamp last warned about
 }
 
 // newCertReloader loads the pair; its error names both keys.
 func newCertReloader(certPath, keyPath string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certPath: certPath, keyPath: keyPath, log: log, now: time.Now}
+	r := &certReloader{certPath: certPath, keyPath: keyPath, log: log, now: time.Now, loadPair: tls.LoadX509KeyPair}
+	// Stamped before the read: a renewal between the two is read again.
+	stamp := r.fileStamp()
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err != nil {
 		return nil, fmt.Errorf("http.tls.cert %s and http.tls.key %s: %w", certPath, keyPath, err)
 	}
-	r.pair, r.stamp, r.lastLook = &pair, r.fileStamp(), r.now()
+	r.pair.Store(&pair)
+	r.loaded = stamp
+	r.lastLook.Store(r.now().UnixNano())
 	return r, nil
 }
 
-// fileStamp describes both files as they are now; "" for a file that
-// cannot be read.
+// fileStamp describes both files as they are now; "?" for a file that
+// cannot be looked at.
 func (r *certReloader) fileStamp() string {
-	st := func(p string) string {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return "?"
-		}
-		return fmt.Sprintf("%d/%d", fi.ModTime().UnixNano(), fi.Size())
-	}
-	return st(r.certPath) + " " + st(r.keyPath)
+	return statStamp(r.certPath) + " " + statStamp(r.keyPath)
 }
 
 // getCertificate is tls.Config.GetCertificate.
 func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	if now.Sub(r.lastLook) < certLookEvery {
-		return r.pair, nil
+	if now.UnixNano()-r.lastLook.Load() < int64(certLookEvery) || !r.look.TryLock() {
+		return r.pair.Load(), nil
 	}
-	r.lastLook = now
+	defer r.look.Unlock()
+	r.lastLook.Store(now.UnixNano())
 	stamp := r.fileStamp()
-	if stamp == r.stamp {
-		return r.pair, nil
+	if stamp == r.loaded {
+		return r.pair.Load(), nil
 	}
-	// Looked at once per state: a pair that does not load is tried again
-	// when a file changes again (the rest of it written).
-	r.stamp = stamp
-	pair, err := tls.LoadX509KeyPair(r.certPath, r.keyPath)
+	pair, err := r.loadPair(r.certPath, r.keyPath)
 	if err != nil {
-		if r.log != nil {
-			r.log.Warn("http.tls: the certificate or key changed and does not load; still serving the previous one",
+		if r.log != nil && stamp != r.warned {
+			r.log.Warn("http.tls: the certificate or key changed and does not load; still serving the previous one, trying again each second",
 				slog.String("cert", r.certPath), slog.String("key", r.keyPath), slog.String("error", err.Error()))
 		}
-		return r.pair, nil
+		r.warned = stamp
+		return r.pair.Load(), nil
 	}
-	r.pair = &pair
+	r.pair.Store(&pair)
+	r.loaded, r.warned = stamp, ""
 	if r.log != nil {
 		attrs := []any{slog.String("cert", r.certPath)}
 		if pair.Leaf != nil { // parsed by LoadX509KeyPair
@@ -88,5 +93,20 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 		}
 		r.log.Info("http.tls: certificate reloaded", attrs...)
 	}
-	return r.pair, nil
+	return &pair, nil
+}
+
+// statStamp is a file's modification time, size and inode ("?" when it
+// cannot be looked at): a copy that keeps the old time (cp -p) and size
+// is still a new inode.
+func statStamp(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "?"
+	}
+	var ino uint64
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		ino = st.Ino
+	}
+	return fmt.Sprintf("%d/%d/%d", fi.ModTime().UnixNano(), fi.Size(), ino)
 }
