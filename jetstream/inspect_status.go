@@ -78,6 +78,11 @@ type ConsumerStatus struct {
 	NumWaiting     int // pull requests waiting
 	Delivered      Position
 	AckFloor       Position
+	// OldestUnapplied is when the gateway stored the oldest event this
+	// consumer has not acknowledged (the one after its ack floor); zero
+	// when it has none, or for other consumers than DurableApply.
+	// WEBHOOKS deletes it at its max_age, applied or not.
+	OldestUnapplied time.Time
 }
 
 // DedupStatus is the size of WEBHOOKS' duplicate store: the keys of the
@@ -236,6 +241,11 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 	cs, err := consumerStatuses(ctx, c)
 	if err != nil {
 		return Status{}, err
+	}
+	if cs[0].Exists {
+		if cs[0].OldestUnapplied, err = oldestUnapplied(ctx, c, cs[0]); err != nil {
+			return Status{}, err
+		}
 	}
 	st.Consumers = cs
 	if st.Stream(StreamDLQ).Exists {
@@ -494,4 +504,52 @@ func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
 		}
 	}
 	return kept, nil
+}
+
+// OldestUnapplied is when the gateway stored the oldest event DurableApply
+// has not acknowledged; zero when every stored event is acknowledged (or
+// the consumer does not exist yet).
+func OldestUnapplied(ctx context.Context, c *Conn) (time.Time, error) {
+	s, err := c.JS.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		return time.Time{}, classify("stream "+StreamWebhooks, err)
+	}
+	cons, err := s.Consumer(ctx, DurableApply)
+	if errors.Is(err, js.ErrConsumerNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, classify("consumer "+DurableApply, err)
+	}
+	return oldestUnapplied(ctx, c, consumerStatus(cons.CachedInfo()))
+}
+
+// oldestUnapplied reads the time of the event after cs's ack floor, the
+// oldest not acknowledged; zero when none waits.
+func oldestUnapplied(ctx context.Context, c *Conn, cs ConsumerStatus) (time.Time, error) {
+	if cs.NumPending == 0 && cs.NumAckPending == 0 {
+		return time.Time{}, nil
+	}
+	seq := cs.AckFloor.StreamSeq + 1
+	for range 3 {
+		m, err := GetMsg(ctx, c, StreamWebhooks, seq)
+		if err == nil {
+			return m.Time, nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return time.Time{}, err
+		}
+		// Aged out since the floor was read (or below the stream's
+		// first sequence): the oldest left is the stream's first.
+		s, err := c.JS.Stream(ctx, StreamWebhooks)
+		if err != nil {
+			return time.Time{}, classify("stream "+StreamWebhooks, err)
+		}
+		if first := s.CachedInfo().State.FirstSeq; first > seq {
+			seq = first
+		} else {
+			return time.Time{}, nil
+		}
+	}
+	return time.Time{}, nil
 }

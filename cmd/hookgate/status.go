@@ -155,7 +155,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	  num_redelivered    delivered more than once, not yet acknowledged
 //	  num_waiting        pull requests waiting
 //	  delivered_stream_seq, last_delivered
-//	  ack_floor_stream_seq, last_ack
+//	  ack_floor_stream_seq, last_ack, oldest_unapplied (when the
+//	                     oldest event not yet applied was stored; WEBHOOKS
+//	                     only, absent when none waits)
 //	dlq_depth            letters in DLQ
 //	dlq_by_provider      {provider: letters}
 //	watermarks           subjects with a WATERMARKS entry (less the key-shard
@@ -261,6 +263,7 @@ type consumerDoc struct {
 	LastDelivered      *time.Time `json:"last_delivered,omitempty"`
 	AckFloorStreamSeq  uint64     `json:"ack_floor_stream_seq"`
 	LastAck            *time.Time `json:"last_ack,omitempty"`
+	OldestUnapplied    *time.Time `json:"oldest_unapplied,omitempty"`
 }
 
 type dedupDoc struct {
@@ -349,6 +352,7 @@ func newStatusDoc(st jetstream.Status, via string, snap *snapshotDoc) statusDoc 
 			NumPending: c.NumPending, NumAckPending: c.NumAckPending, NumRedelivered: c.NumRedelivered, NumWaiting: c.NumWaiting,
 			DeliveredStreamSeq: c.Delivered.StreamSeq, LastDelivered: timePtr(c.Delivered.Last),
 			AckFloorStreamSeq: c.AckFloor.StreamSeq, LastAck: timePtr(c.AckFloor.Last),
+			OldestUnapplied: timePtr(c.OldestUnapplied),
 		})
 	}
 	return d

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
 )
@@ -13,8 +14,8 @@ const streamFullShare = 90
 
 // statusProblems lists, one short line each, what in a status needs a
 // person: an instance not ready, no serve running, a stream, bucket or the
-// durable consumer missing, dead letters, a stream that refuses writes
-// near its max_bytes. Empty when none; AUDIT ages out its oldest records
+// durable consumer missing, an unapplied event past half of WEBHOOKS's
+// max_age, dead letters, a stream that refuses writes near its max_bytes. Empty when none; AUDIT ages out its oldest records
 // when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
 	problems := instanceProblems(inst)
@@ -34,6 +35,9 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	}
 	if len(st.Consumers) > 0 && !st.Consumers[0].Exists {
 		problems = append(problems, "consumer "+st.Consumers[0].Stream+"/"+st.Consumers[0].Name+" missing: nothing applies events")
+	}
+	if p := agingOut(st); p != "" {
+		problems = append(problems, p)
 	}
 	if n := st.Stream(jetstream.StreamDLQ).Messages; n > 0 {
 		problems = append(problems, fmt.Sprintf("%d dead letters in DLQ (hookgate dlq list)", n))
@@ -57,4 +61,20 @@ func instanceProblems(inst instancesView) []string {
 		problems = append(problems, "no serve answered: "+inst.None)
 	}
 	return problems
+}
+
+// agingOut says when the oldest unapplied event has waited past half of
+// WEBHOOKS's max_age: at max_age the stream deletes it, applied or not,
+// and nothing applies it any more (review AS: lost without a trace).
+func agingOut(st jetstream.Status) string {
+	if len(st.Consumers) == 0 || st.Consumers[0].OldestUnapplied.IsZero() {
+		return ""
+	}
+	maxAge := st.Stream(jetstream.StreamWebhooks).MaxAge
+	age := st.At.Sub(st.Consumers[0].OldestUnapplied)
+	if maxAge <= 0 || age < maxAge/2 {
+		return ""
+	}
+	return fmt.Sprintf("the oldest unapplied event was stored %s ago; WEBHOOKS deletes events after %s (retention.webhooks.max_age), applied or not: it is lost at %s unless the consumer catches up",
+		shortDuration(age), shortDuration(maxAge), st.Consumers[0].OldestUnapplied.Add(maxAge).UTC().Format(time.RFC3339))
 }

@@ -65,3 +65,35 @@ func TestStatusProblems(t *testing.T) {
 		t.Errorf("status text does not list the problems first:\n%s", out.String())
 	}
 }
+
+// TestStatusProblemsAgingOut: an event still unapplied past half of
+// WEBHOOKS's max_age is a problem (at max_age it is deleted unapplied;
+// review AS), before that it is lag.
+func TestStatusProblemsAgingOut(t *testing.T) {
+	now := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	st := jetstream.Status{
+		At:        now,
+		Streams:   []jetstream.StreamStatus{{Name: "WEBHOOKS", Exists: true, MaxAge: 720 * time.Hour}},
+		Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply", Exists: true, NumPending: 5}},
+	}
+	ready := instancesView{Docs: []instanceDoc{{Instance: "h/1", Ready: true}}}
+	for _, tc := range []struct {
+		stored time.Time
+		want   bool
+	}{
+		{time.Time{}, false},               // nothing waits
+		{now.Add(-100 * time.Hour), false}, // lag, far from max_age
+		{now.Add(-361 * time.Hour), true},  // past half of 30 d
+		{now.Add(-719 * time.Hour), true},  // an hour left
+	} {
+		st.Consumers[0].OldestUnapplied = tc.stored
+		got := statusProblems(st, ready)
+		if has := len(got) == 1 && strings.Contains(got[0], "oldest unapplied event was stored") && strings.Contains(got[0], "retention.webhooks.max_age"); has != tc.want {
+			t.Errorf("oldest unapplied stored %s: problems %q, want the aging-out line: %v", tc.stored, got, tc.want)
+		}
+	}
+	st.Consumers[0].OldestUnapplied = now.Add(-719 * time.Hour)
+	if got := statusProblems(st, ready); len(got) != 1 || !strings.Contains(got[0], "lost at 2026-12-04T04:00:00Z") {
+		t.Errorf("problems %q: want the time it is lost", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 type streamCollector struct {
 	conn                              *jetstream.Conn
 	up, failed, msgs, bytes, maxBytes *prometheus.Desc
+	maxAge, oldestUnapplied           *prometheus.Desc
 }
 
 func newStreamCollector(conn *jetstream.Conn) *streamCollector {
@@ -25,6 +26,9 @@ func newStreamCollector(conn *jetstream.Conn) *streamCollector {
 		msgs:     prometheus.NewDesc("hookgate_stream_messages", "Messages a stream holds (DLQ: letters waiting for an operator).", label, nil),
 		bytes:    prometheus.NewDesc("hookgate_stream_bytes", "Bytes a stream holds.", label, nil),
 		maxBytes: prometheus.NewDesc("hookgate_stream_max_bytes", "A stream's retention max_bytes (absent without a limit); WEBHOOKS at it answers 503.", label, nil),
+		maxAge:   prometheus.NewDesc("hookgate_stream_max_age_seconds", "A stream's retention max_age (absent without a limit); WEBHOOKS deletes events at it, applied or not.", label, nil),
+		oldestUnapplied: prometheus.NewDesc("hookgate_consumer_oldest_unapplied_seconds",
+			"How long ago the gateway stored the oldest event not yet applied (0 when none waits); at WEBHOOKS's max_age it is deleted unapplied.", nil, nil),
 	}
 }
 
@@ -34,6 +38,8 @@ func (c *streamCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.msgs
 	ch <- c.bytes
 	ch <- c.maxBytes
+	ch <- c.maxAge
+	ch <- c.oldestUnapplied
 }
 
 func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
@@ -59,6 +65,16 @@ func (c *streamCollector) Collect(ch chan<- prometheus.Metric) {
 		if s.MaxBytes > 0 {
 			ch <- prometheus.MustNewConstMetric(c.maxBytes, prometheus.GaugeValue, float64(s.MaxBytes), s.Name)
 		}
+		if s.MaxAge > 0 {
+			ch <- prometheus.MustNewConstMetric(c.maxAge, prometheus.GaugeValue, s.MaxAge.Seconds(), s.Name)
+		}
+	}
+	if oldest, err := jetstream.OldestUnapplied(ctx, c.conn); err == nil {
+		age := 0.0
+		if !oldest.IsZero() {
+			age = time.Since(oldest).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.oldestUnapplied, prometheus.GaugeValue, age)
 	}
 }
 
