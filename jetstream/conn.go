@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -244,15 +245,38 @@ func (c *Conn) Connected() error {
 	if c.NC.IsConnected() {
 		return nil
 	}
-	return ErrNotConnected
+	return notConnected{c.NC.LastError()}
 }
 
+// authLogEvery bounds the warnings of a server refusing the credentials:
+// reconnecting forever (IgnoreAuthErrorAbort), each attempt's refusal is an
+// asynchronous error, about four a second (review AR).
+const authLogEvery = time.Minute
+
 func asyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
+	var (
+		mu       sync.Mutex
+		lastAuth time.Time
+		held     int
+	)
 	return func(_ *nats.Conn, sub *nats.Subscription, err error) {
 		if log == nil {
 			return
 		}
 		attrs := []any{slog.String("connection", conn), slog.String("error", err.Error())}
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+			mu.Lock()
+			if time.Since(lastAuth) < authLogEvery {
+				held++
+				mu.Unlock()
+				return
+			}
+			lastAuth, attrs = time.Now(), append(attrs, slog.Int("refusals_since_last_line", held))
+			held = 0
+			mu.Unlock()
+			log.Warn("nats refuses the credentials; reconnecting (nats.credentials or the token)", attrs...)
+			return
+		}
 		if sub != nil {
 			attrs = append(attrs, slog.String("subject", sub.Subject))
 		}

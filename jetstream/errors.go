@@ -48,7 +48,14 @@ var (
 // exceeded" read as an overflow, not an outage (review AO).
 type notConnected struct{ err error }
 
-func (e notConnected) Error() string { return ErrNotConnected.Error() }
+func (e notConnected) Error() string {
+	// The reason the last attempt failed, when it says more than that no
+	// connection is up (a refusal of the credentials; review AR).
+	if e.err != nil && !errors.Is(e.err, nats.ErrReconnectBufExceeded) && !errors.Is(e.err, nats.ErrConnectionClosed) {
+		return ErrNotConnected.Error() + ": " + e.err.Error()
+	}
+	return ErrNotConnected.Error()
+}
 
 func (e notConnected) Unwrap() []error { return []error{ErrNotConnected, e.err} }
 

@@ -507,8 +507,9 @@ func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
 }
 
 // OldestUnapplied is when the gateway stored the oldest event DurableApply
-// has not acknowledged; zero when every stored event is acknowledged (or
-// the consumer does not exist yet).
+// has not acknowledged; zero when every stored event is acknowledged.
+// Without the consumer (deleted, or none ever ran) every stored event is
+// unapplied: the stream's first (review AR: it said none waits).
 func OldestUnapplied(ctx context.Context, c *Conn) (time.Time, error) {
 	s, err := c.JS.Stream(ctx, StreamWebhooks)
 	if err != nil {
@@ -516,7 +517,11 @@ func OldestUnapplied(ctx context.Context, c *Conn) (time.Time, error) {
 	}
 	cons, err := s.Consumer(ctx, DurableApply)
 	if errors.Is(err, js.ErrConsumerNotFound) {
-		return time.Time{}, nil
+		st := s.CachedInfo().State
+		if st.Msgs == 0 {
+			return time.Time{}, nil
+		}
+		return st.FirstTime, nil
 	}
 	if err != nil {
 		return time.Time{}, classify("consumer "+DurableApply, err)

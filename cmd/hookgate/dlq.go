@@ -357,7 +357,7 @@ func truncateReason(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return truncate(s, n-3) + "..." // on a character boundary (review AQ)
+	return truncate(s, n-3) // with "...", on a character boundary (review AQ)
 }
 
 func dlqShow(ctx context.Context, sys *system, seq uint64, stdout io.Writer) error {

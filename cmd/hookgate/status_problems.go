@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
@@ -59,6 +60,18 @@ func instanceProblems(inst instancesView) []string {
 	}
 	if len(inst.Docs) == 0 {
 		problems = append(problems, "no serve answered: "+inst.None)
+	}
+	consumers, applying := 0, false
+	for _, in := range inst.Docs {
+		if slices.Contains(in.Roles, "consumer") {
+			consumers++
+		}
+		applying = applying || in.Applying
+	}
+	if consumers > 0 && !applying {
+		// On a cluster one of them holds the consumer lock; none holding
+		// it (all standing by, the lock stuck) applies nothing.
+		problems = append(problems, fmt.Sprintf("no instance applies events (%d with the consumer role answered, none applying)", consumers))
 	}
 	return problems
 }

@@ -97,3 +97,29 @@ func TestStatusProblemsAgingOut(t *testing.T) {
 		t.Errorf("problems %q: want the time it is lost", got)
 	}
 }
+
+// TestStatusProblemsNobodyApplies: serves with the consumer role answered
+// and none applies events (all standing by, the lock stuck): a problem;
+// one applying, or only gateways answering: none.
+func TestStatusProblemsNobodyApplies(t *testing.T) {
+	st := jetstream.Status{At: time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)}
+	standby := instanceDoc{Instance: "h/1", Ready: true, Roles: []string{"gateway", "consumer"}}
+	applying := standby
+	applying.Instance, applying.Applying = "h/2", true
+	gateway := instanceDoc{Instance: "h/3", Ready: true, Roles: []string{"gateway"}}
+	for _, tc := range []struct {
+		docs []instanceDoc
+		want bool
+	}{
+		{[]instanceDoc{standby}, true},
+		{[]instanceDoc{standby, standby}, true},
+		{[]instanceDoc{standby, applying}, false},
+		{[]instanceDoc{gateway}, false},
+	} {
+		got := statusProblems(st, instancesView{Docs: tc.docs})
+		has := slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, "no instance applies events") })
+		if has != tc.want {
+			t.Errorf("instances %+v: problems %q, want the nobody-applies line: %v", tc.docs, got, tc.want)
+		}
+	}
+}

@@ -40,7 +40,16 @@ type certReloader struct {
 	look   sync.Mutex // held by the one handshake looking at the files
 	loaded string     // the files' stamp when pair was loaded
 	warned string     // the stamp last warned about
+
+	// lookSince is when the look under way began (Unix ns; 0: none), so a
+	// handshake can tell a look that hangs (a hard NFS mount, a FIFO) and
+	// say so once: renewals are not read meanwhile (review AR).
+	lookSince   atomic.Int64
+	stuckWarned atomic.Bool
 }
+
+// certLookStuck is how long a look may take before it is said to hang.
+const certLookStuck = 30 * time.Second
 
 // newCertReloader loads the pair; its error names both keys.
 func newCertReloader(certPath, keyPath string, log *slog.Logger) (*certReloader, error) {
@@ -66,10 +75,19 @@ func (r *certReloader) fileStamp() string {
 // getCertificate is tls.Config.GetCertificate.
 func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	now := r.now()
-	if now.UnixNano()-r.lastLook.Load() < int64(certLookEvery) || !r.look.TryLock() {
+	if now.UnixNano()-r.lastLook.Load() < int64(certLookEvery) {
+		return r.pair.Load(), nil
+	}
+	if !r.look.TryLock() {
+		if since := r.lookSince.Load(); since != 0 && now.UnixNano()-since > int64(certLookStuck) && r.log != nil && r.stuckWarned.CompareAndSwap(false, true) {
+			r.log.Warn("http.tls: reading the certificate or key has not returned; still serving the pair loaded before, renewals are not read until it does",
+				slog.String("cert", r.certPath), slog.String("key", r.keyPath), slog.Duration("for", time.Duration(now.UnixNano()-since)))
+		}
 		return r.pair.Load(), nil
 	}
 	defer r.look.Unlock()
+	r.lookSince.Store(now.UnixNano())
+	defer func() { r.lookSince.Store(0); r.stuckWarned.Store(false) }()
 	r.lastLook.Store(now.UnixNano())
 	stamp := r.fileStamp()
 	if stamp == r.loaded {
