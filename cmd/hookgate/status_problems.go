@@ -14,9 +14,10 @@ import (
 const streamFullShare = 90
 
 // statusProblems lists, one short line each, what in a status needs a
-// person: an instance not ready, no serve running, a stream, bucket or the
-// durable consumer missing, an unapplied event past half of WEBHOOKS's
-// max_age, dead letters, a stream that refuses writes near its max_bytes. Empty when none; AUDIT ages out its oldest records
+// person: an instance not ready, no serve running or none applying, a
+// stream, bucket or the durable consumer missing, an unapplied event past
+// half of WEBHOOKS's max_age, dead letters, a stream that refuses writes
+// near its max_bytes. Empty when none; AUDIT ages out its oldest records
 // when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
 	problems := instanceProblems(inst)
