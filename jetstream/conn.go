@@ -212,8 +212,6 @@ func (c *Conn) Refusal() error {
 // Close drains nothing: in-flight requests were finished by the caller.
 func (c *Conn) Close() { c.NC.Close() }
 
-// asyncErrorLogger logs a connection's asynchronous errors at warn, with
-// the subscription's subject when there is one.
 // disconnectLogger logs a lost connection once per outage (nats.go calls
 // it when the connection drops, not per reconnect attempt); a Close's is
 // the process stopping, not worth a warning.
@@ -253,6 +251,9 @@ func (c *Conn) Connected() error {
 // asynchronous error, about four a second (review AR).
 const authLogEvery = time.Minute
 
+// asyncErrorLogger logs a connection's asynchronous errors at warn, with
+// the subscription's subject when there is one; refused credentials at
+// most once per authLogEvery, with how many it stands for.
 func asyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
 	var (
 		mu       sync.Mutex
