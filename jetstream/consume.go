@@ -196,6 +196,20 @@ type Source struct {
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
 	pulls int
+	// maxBytes bounds the bytes one pull may bring (see pullMaxBytes).
+	maxBytes int
+}
+
+// pullMaxBytes is how many bytes one pull asks for at most: twice the
+// largest message the server takes (so any message fits), and at least
+// 16 MiB (so small events still come a whole batch at a time). Without a
+// bound, a batch of large events (64 of 1 MB) arriving faster than the
+// client read them went past the server's pending limit for the
+// connection (64 MB by default): the server cut it off as a slow
+// consumer, and the deliveries in flight came back only after the ack
+// wait, behind newer events (a CI run: "delivery 40 is event 78").
+func pullMaxBytes(maxPayload int64) int {
+	return int(max(2*maxPayload+64<<10, 16<<20))
 }
 
 // pullHealth tells the log when pulls keep failing: a consumer without a
@@ -277,7 +291,8 @@ func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int,
 	lctx, stop := context.WithCancel(context.Background())
 	s := &Source{cons: cons, nc: nc, pullSubj: pullSubj, prefetch: prefetch,
 		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
-		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64)}
+		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64),
+		maxBytes: pullMaxBytes(nc.MaxPayload())}
 	var err error
 	if s.sub, err = nc.ChanSubscribe(s.inbox+".*", s.msgs); err != nil {
 		stop()
@@ -349,7 +364,7 @@ func (e errPullStatus) Error() string { return string(e) }
 func (s *Source) pullOnce(ctx context.Context) error {
 	s.pulls++
 	reply := s.inbox + "." + strconv.Itoa(s.pulls)
-	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d}`, s.prefetch, pullExpiry.Nanoseconds())
+	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d,"max_bytes":%d}`, s.prefetch, pullExpiry.Nanoseconds(), s.maxBytes)
 	if err := s.nc.PublishRequest(s.pullSubj, reply, req); err != nil {
 		return err
 	}
@@ -378,6 +393,9 @@ func (s *Source) pullOnce(ctx context.Context) error {
 				desc := m.Header.Get("Description")
 				if strings.Contains(strings.ToLower(desc), "consumer deleted") {
 					return js.ErrConsumerDeleted
+				}
+				if got > 0 && strings.Contains(desc, "Exceeds MaxBytes") || strings.Contains(desc, "Batch Completed") {
+					return nil // the pull's bytes are used up: pull again
 				}
 				return errPullStatus(desc)
 			}
