@@ -243,7 +243,11 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 		return Status{}, err
 	}
 	if cs[0].Exists {
-		if cs[0].OldestUnapplied, err = oldestUnapplied(ctx, c, cs[0]); err != nil {
+		s, err := c.JS.Stream(ctx, StreamWebhooks)
+		if err != nil {
+			return Status{}, classify("stream "+StreamWebhooks, err)
+		}
+		if cs[0].OldestUnapplied, err = oldestUnapplied(ctx, s, cs[0]); err != nil {
 			return Status{}, err
 		}
 	}
@@ -526,31 +530,31 @@ func OldestUnapplied(ctx context.Context, c *Conn) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, classify("consumer "+DurableApply, err)
 	}
-	return oldestUnapplied(ctx, c, consumerStatus(cons.CachedInfo()))
+	return oldestUnapplied(ctx, s, consumerStatus(cons.CachedInfo()))
 }
 
 // oldestUnapplied reads the time of the event after cs's ack floor, the
-// oldest not acknowledged; zero when none waits.
-func oldestUnapplied(ctx context.Context, c *Conn, cs ConsumerStatus) (time.Time, error) {
+// oldest not acknowledged, from WEBHOOKS (s); zero when none waits.
+func oldestUnapplied(ctx context.Context, s js.Stream, cs ConsumerStatus) (time.Time, error) {
 	if cs.NumPending == 0 && cs.NumAckPending == 0 {
 		return time.Time{}, nil
 	}
 	seq := cs.AckFloor.StreamSeq + 1
 	for range 3 {
-		m, err := GetMsg(ctx, c, StreamWebhooks, seq)
+		m, err := s.GetMsg(ctx, seq)
 		if err == nil {
 			return m.Time, nil
 		}
-		if !errors.Is(err, ErrNotFound) {
-			return time.Time{}, err
+		if !errors.Is(err, js.ErrMsgNotFound) {
+			return time.Time{}, classify("get "+StreamWebhooks, err)
 		}
 		// Aged out since the floor was read (or below the stream's
 		// first sequence): the oldest left is the stream's first.
-		s, err := c.JS.Stream(ctx, StreamWebhooks)
+		info, err := s.Info(ctx)
 		if err != nil {
 			return time.Time{}, classify("stream "+StreamWebhooks, err)
 		}
-		if first := s.CachedInfo().State.FirstSeq; first > seq {
+		if first := info.State.FirstSeq; first > seq {
 			seq = first
 		} else {
 			return time.Time{}, nil

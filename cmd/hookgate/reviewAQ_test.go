@@ -31,14 +31,9 @@ import (
 func TestReviewAQCertReloaderRetriesALoadThatFailedForAPassingReason(t *testing.T) {
 	dir := t.TempDir()
 	a, b := testpki.Write(t, dir, "a-"), testpki.Write(t, dir, "b-")
-	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
 	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
-	copyPair(t, a, live, day)
 	var logs bytes.Buffer
-	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, live := liveReloader(t, dir, a, day, &logs)
 	clock := day
 	r.now = func() time.Time { return clock }
 
@@ -84,40 +79,11 @@ func TestReviewAQCertReloaderRetriesALoadThatFailedForAPassingReason(t *testing.
 func TestReviewAQCertReloaderSlowFileHoldsEveryHandshake(t *testing.T) {
 	dir := t.TempDir()
 	a := testpki.Write(t, dir, "a-")
-	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
 	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
-	copyPair(t, a, live, day)
-	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, live := liveReloader(t, dir, a, day, &bytes.Buffer{})
 	clock := day.Add(2 * time.Second) // past the next look; read-only from here
 	r.now = func() time.Time { return clock }
-	if err := os.Remove(live.ServerKey); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(live.ServerKey, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan struct{})
-	go func() { defer close(first); _, _ = r.getCertificate(nil) }()
-	t.Cleanup(func() {
-		// Let the hung read end: a writer opens the FIFO and closes it.
-		if w, err := os.OpenFile(live.ServerKey, os.O_WRONLY, 0); err == nil {
-			_ = w.Close()
-		}
-		<-first
-	})
-	// Wait until the first handshake is inside the look (holds the mutex).
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if !r.look.TryLock() {
-			break
-		}
-		r.look.Unlock()
-		if time.Now().After(end) {
-			t.Fatal("setup: the first handshake never started its look")
-		}
-	}
+	hangLook(t, r, live)
 	second := make(chan struct{})
 	go func() { defer close(second); _, _ = r.getCertificate(nil) }()
 	select {

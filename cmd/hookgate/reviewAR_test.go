@@ -5,13 +5,9 @@ package main
 import (
 	"bytes"
 	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -77,13 +73,8 @@ func TestReviewAROldestUnappliedMetricWithoutConsumer(t *testing.T) {
 func TestReviewARHoldsCertReloaderConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	a, b := testpki.Write(t, dir, "a-"), testpki.Write(t, dir, "b-")
-	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
 	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
-	copyPair(t, a, live, day)
-	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, live := liveReloader(t, dir, a, day, io.Discard)
 	var clock atomic.Int64
 	clock.Store(day.UnixNano())
 	r.now = func() time.Time { return time.Unix(0, clock.Load()) }
@@ -140,40 +131,13 @@ func TestReviewARHoldsCertReloaderConcurrent(t *testing.T) {
 func TestReviewARCertReloaderHungLookIsSilent(t *testing.T) {
 	dir := t.TempDir()
 	a := testpki.Write(t, dir, "a-")
-	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
 	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
-	copyPair(t, a, live, day)
 	var logs reviewARLog
-	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, live := liveReloader(t, dir, a, day, &logs)
 	var clock atomic.Int64
 	clock.Store(day.Add(2 * time.Second).UnixNano())
 	r.now = func() time.Time { return time.Unix(0, clock.Load()) }
-	if err := os.Remove(live.ServerKey); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(live.ServerKey, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	first := make(chan struct{})
-	go func() { defer close(first); _, _ = r.getCertificate(nil) }()
-	t.Cleanup(func() {
-		if w, err := os.OpenFile(live.ServerKey, os.O_WRONLY, 0); err == nil {
-			_ = w.Close()
-		}
-		<-first
-	})
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if !r.look.TryLock() {
-			break
-		}
-		r.look.Unlock()
-		if time.Now().After(end) {
-			t.Fatal("setup: the first handshake never started its look")
-		}
-	}
+	hangLook(t, r, live)
 	// An hour of handshakes, one a minute, while the look hangs.
 	for range 60 {
 		clock.Add(int64(time.Minute))

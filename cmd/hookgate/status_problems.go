@@ -50,6 +50,10 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 // instanceProblems are statusProblems' lines about the running serves.
 func instanceProblems(inst instancesView) []string {
 	problems := []string{}
+	if len(inst.Docs) == 0 {
+		problems = append(problems, "no serve answered: "+inst.None)
+	}
+	consumers, applying := 0, false
 	for _, in := range inst.Docs {
 		if !in.Ready {
 			p := "instance " + in.Instance + " not ready"
@@ -58,12 +62,6 @@ func instanceProblems(inst instancesView) []string {
 			}
 			problems = append(problems, p)
 		}
-	}
-	if len(inst.Docs) == 0 {
-		problems = append(problems, "no serve answered: "+inst.None)
-	}
-	consumers, applying := 0, false
-	for _, in := range inst.Docs {
 		if slices.Contains(in.Roles, "consumer") {
 			consumers++
 		}

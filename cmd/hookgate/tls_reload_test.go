@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +51,55 @@ func leafOf(t *testing.T, path string) []byte {
 	return blk.Bytes
 }
 
+// liveReloader puts first's pair at the live paths in dir, dated at, and
+// returns a reloader over them that logs to logs, with those paths.
+func liveReloader(t *testing.T, dir string, first testpki.Files, at time.Time, logs io.Writer) (*certReloader, testpki.Files) {
+	t.Helper()
+	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
+	copyPair(t, first, live, at)
+	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tests' clocks start at at: the start's look was then, not at
+	// the wall clock's now (else the tests depend on the day they run).
+	r.lastLook.Store(at.UnixNano())
+	return r, live
+}
+
+// hangLook replaces the live key with a FIFO nobody writes (a read that
+// hangs, as on a hard NFS mount), starts a handshake, and returns once it
+// is inside its look; the read is let go at the test's end.
+func hangLook(t *testing.T, r *certReloader, live testpki.Files) {
+	t.Helper()
+	if err := os.Remove(live.ServerKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(live.ServerKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan struct{})
+	go func() { defer close(first); _, _ = r.getCertificate(nil) }()
+	t.Cleanup(func() {
+		// A writer opens the FIFO and closes it: the read ends. Not
+		// blocking: with no reader left (the look never began) an open
+		// for writing would wait for good.
+		if w, err := os.OpenFile(live.ServerKey, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			_ = w.Close()
+		}
+		<-first
+	})
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if !r.look.TryLock() {
+			return
+		}
+		r.look.Unlock()
+		if time.Now().After(end) {
+			t.Fatal("setup: the handshake never started its look")
+		}
+	}
+}
+
 // TestCertReloaderFollowsRenewals: http.tls's files renewed on disk are
 // served from the next look on (before, only after a restart: a renewed
 // certificate was ignored until the old one expired and every handshake
@@ -57,14 +108,9 @@ func leafOf(t *testing.T, path string) []byte {
 func TestCertReloaderFollowsRenewals(t *testing.T) {
 	dir := t.TempDir()
 	a, b, c := testpki.Write(t, dir, "a-"), testpki.Write(t, dir, "b-"), testpki.Write(t, dir, "c-")
-	live := testpki.Files{ServerCert: filepath.Join(dir, "live.pem"), ServerKey: filepath.Join(dir, "live-key.pem")}
 	day := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
-	copyPair(t, a, live, day)
 	var logs bytes.Buffer
-	r, err := newCertReloader(live.ServerCert, live.ServerKey, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, live := liveReloader(t, dir, a, day, &logs)
 	clock := day
 	r.now = func() time.Time { return clock }
 	served := func(what string, want testpki.Files) {
