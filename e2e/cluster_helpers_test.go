@@ -490,8 +490,9 @@ func launchServe(t testing.TB, name, cfgPath string) (*hgProc, error) {
 	t.Cleanup(func() {
 		in.kill()
 		if t.Failed() || keepLogs {
-			t.Logf("--- tail of hookgate %s (pid %d) log (whole log in %s):\n%s", name, cmd.Process.Pid,
-				keepLog(t, "hookgate-"+name, in.stderr.String()), tailString(in.stderr.String(), 10))
+			log := in.stderr.String()
+			t.Logf("--- hookgate %s (pid %d): its last lines above debug, then the tail of its log (whole log in %s):\n%s\n---\n%s", name, cmd.Process.Pid,
+				keepLog(t, "hookgate-"+name, log), aboveDebug(log, 30), tailString(log, 10))
 		}
 	})
 	select {
@@ -534,6 +535,19 @@ func keepLog(t testing.TB, name, content string) string {
 		return err.Error()
 	}
 	return path
+}
+
+// aboveDebug is the last n lines of a hookgate log that are not at debug
+// level: the lock, hand-over and warning lines a CI failure is read by,
+// which the per-event debug lines push out of the tail.
+func aboveDebug(log string, n int) string {
+	var keep []string
+	for line := range strings.Lines(log) {
+		if !strings.Contains(line, `"level":"DEBUG"`) {
+			keep = append(keep, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(keep[max(len(keep)-n, 0):], "\n")
 }
 
 func tailString(s string, n int) string {

@@ -189,13 +189,16 @@ type Source struct {
 	unread     bool        // Unread has taken kept
 	health     pullHealth
 	// Used by the pull loop only: its inbox (pull N answers on inbox.N),
-	// the subscription and its channel, large enough for two whole
-	// batches (a pull's, and a late one's of a pull given up on), so
-	// nats.go never drops a delivery for a full channel.
+	// the subscription and its channel, large enough for four whole
+	// batches (a pull's, and late ones of pulls given up on), so nats.go
+	// never drops a delivery for a full channel.
 	inbox string
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
 	pulls int
+	// open has the pulls the server may still answer with deliveries, by
+	// reply subject: not ended by a status of theirs, nor filled.
+	open map[string]*openPull
 	// maxBytes bounds the bytes one pull may bring (see pullMaxBytes).
 	maxBytes int
 }
@@ -291,7 +294,8 @@ func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int,
 	lctx, stop := context.WithCancel(context.Background())
 	s := &Source{cons: cons, nc: nc, pullSubj: pullSubj, prefetch: prefetch,
 		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
-		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 2*prefetch+64),
+		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 4*prefetch+64),
+		open:     map[string]*openPull{},
 		maxBytes: pullMaxBytes(nc.MaxPayload())}
 	var err error
 	if s.sub, err = nc.ChanSubscribe(s.inbox+".*", s.msgs); err != nil {
@@ -308,6 +312,7 @@ func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int,
 func (s *Source) pull(ctx context.Context) {
 	defer close(s.ended)
 	defer s.endSubscription()
+	defer s.awaitOpenPulls(ctx)
 	for ctx.Err() == nil {
 		if st := s.nc.Status(); st != nats.CONNECTED && st != nats.CLOSED {
 			// A pull published while reconnecting fails at once.
@@ -353,74 +358,139 @@ type errPullStatus string
 
 func (e errPullStatus) Error() string { return string(e) }
 
+// openPull is a pull the server may still answer: sent at sent, with left
+// of its batch to come.
+type openPull struct {
+	sent  time.Time
+	batch int
+	left  int
+}
+
+// openPullMaxAge is how long an open pull is waited for at all: a pull
+// given up on (see pullOnce) that the server took late still expires a
+// second after it took it; one older than this was lost.
+const openPullMaxAge = 30 * time.Second
+
 // pullOnce asks for up to prefetch deliveries and gives them to Next, in
-// order, until the pull ends: prefetch deliveries came, or a status of
-// this pull (408 at its expiry, 404, 409, 503), or nothing for a second
-// past its expiry, since the request or the last delivery handed over (a
-// pull lost with its consumer leader's node, or in a reconnect). A delivery is handed over whichever pull it answers (one
-// that comes late is no less outstanding). Once ctx ends, the rest of the
-// pull's deliveries, up to its end, are kept for Unread. A nil error: pull
-// again.
+// order, until the pull ends: prefetch deliveries came for it, or a status
+// of it (408 at its expiry, 404, 409, 503), or nothing for a second past
+// its expiry, since the request or the last delivery handed over (a pull
+// lost with its consumer leader's node, or in a reconnect; it stays open,
+// see awaitOpenPulls). A delivery is handed over whichever pull it answers
+// (one that comes late is no less outstanding), and counted for that pull
+// only: counted for the current one, a late delivery of a pull given up
+// on ended it early while the server still had it open, and at a stop the
+// deliveries the server then sent it went to an inbox no longer read,
+// back only after the ack wait, behind newer events. Once ctx ends, the
+// rest of the pull's deliveries, up to its end, are kept for Unread. A
+// nil error: pull again.
 func (s *Source) pullOnce(ctx context.Context) error {
 	s.pulls++
 	reply := s.inbox + "." + strconv.Itoa(s.pulls)
 	req := fmt.Appendf(nil, `{"batch":%d,"expires":%d,"max_bytes":%d}`, s.prefetch, pullExpiry.Nanoseconds(), s.maxBytes)
+	now := time.Now()
+	for r, p := range s.open {
+		if now.Sub(p.sent) > openPullMaxAge {
+			delete(s.open, r)
+		}
+	}
 	if err := s.nc.PublishRequest(s.pullSubj, reply, req); err != nil {
 		return err
 	}
+	s.open[reply] = &openPull{sent: now, batch: s.prefetch, left: s.prefetch}
 	lost := time.NewTimer(pullExpiry + time.Second)
 	defer lost.Stop()
-	stopping := false
-	for got := 0; got < s.prefetch; {
+	for s.open[reply] != nil {
 		var m *nats.Msg
 		select {
 		case m = <-s.msgs:
 		case <-lost.C:
 			return nil
 		}
-		if !isDelivery(m) {
-			if m.Subject != reply {
-				continue // an earlier pull's
-			}
-			switch m.Header.Get("Status") {
-			case "100":
-				continue // a heartbeat or flow control
-			case "404", "408":
-				return nil // no messages, or the pull expired
-			case "503":
-				return nats.ErrNoResponders
-			case "409":
-				desc := m.Header.Get("Description")
-				if strings.Contains(strings.ToLower(desc), "consumer deleted") {
-					return js.ErrConsumerDeleted
-				}
-				if got > 0 && strings.Contains(desc, "Exceeds MaxBytes") || strings.Contains(desc, "Batch Completed") {
-					return nil // the pull's bytes are used up: pull again
-				}
-				return errPullStatus(desc)
-			}
-			return errPullStatus("pull answered " + m.Header.Get("Status") + " " + m.Header.Get("Description"))
+		ended, err := s.take(ctx, m)
+		if ended == reply {
+			return err
 		}
-		got++
-		if !stopping {
+		if isDelivery(m) {
+			// The time a delivery waited for Next (every worker busy) is
+			// not the server's: a pull is lost only when nothing came for
+			// a second past its expiry since then. Counted from the
+			// request, a slow Next gave up pulls still being answered,
+			// pulled a whole batch more every 2 s, and nats.go dropped
+			// deliveries once the inbox's channel was full (review AK).
+			lost.Reset(pullExpiry + time.Second)
+		}
+	}
+	return nil
+}
+
+// take counts m for the pull it answers: a delivery goes to Next (kept for
+// Unread once ctx has ended), a status ends its pull. It returns the reply
+// subject of the pull m ended, if any, and for a status that ended a pull
+// with an error, that error (see pullOnce).
+func (s *Source) take(ctx context.Context, m *nats.Msg) (string, error) {
+	p := s.open[m.Subject]
+	if isDelivery(m) {
+		if ctx.Err() != nil {
+			s.keep(m)
+		} else {
 			select {
 			case s.deliveries <- m:
 			case <-ctx.Done():
-				stopping = true
 				s.keep(m)
 			}
-		} else {
-			s.keep(m)
 		}
-		// The time a delivery waited for Next (every worker busy) is not
-		// the server's: a pull is lost only when nothing came for a second
-		// past its expiry since then. Counted from the request, a slow Next
-		// gave up pulls still being answered, pulled a whole batch more
-		// every 2 s, and nats.go dropped deliveries once the inbox's
-		// channel was full (review AK).
-		lost.Reset(pullExpiry + time.Second)
+		if p != nil {
+			if p.left--; p.left == 0 {
+				delete(s.open, m.Subject)
+				return m.Subject, nil
+			}
+		}
+		return "", nil
 	}
-	return nil
+	status := m.Header.Get("Status")
+	if p == nil || status == "100" {
+		return "", nil // an ended pull's, a heartbeat or flow control
+	}
+	delete(s.open, m.Subject)
+	switch status {
+	case "404", "408":
+		return m.Subject, nil // no messages, or the pull expired
+	case "503":
+		return m.Subject, nats.ErrNoResponders
+	case "409":
+		desc := m.Header.Get("Description")
+		if strings.Contains(strings.ToLower(desc), "consumer deleted") {
+			return m.Subject, js.ErrConsumerDeleted
+		}
+		if p.left < p.batch && strings.Contains(desc, "Exceeds MaxBytes") || strings.Contains(desc, "Batch Completed") {
+			return m.Subject, nil // the pull's bytes are used up: pull again
+		}
+		return m.Subject, errPullStatus(desc)
+	}
+	return m.Subject, errPullStatus("pull answered " + status + " " + m.Header.Get("Description"))
+}
+
+// awaitOpenPulls, at a stop, keeps the inbox read, and what comes on it
+// kept for Unread, until no pull is open any more, or nothing came for a
+// second past a pull's expiry: a pull given up on and taken late by the
+// server may still bring deliveries (each of them outstanding until the
+// ack wait if no one read it).
+func (s *Source) awaitOpenPulls(ctx context.Context) {
+	if ctx.Err() == nil || s.nc.IsClosed() {
+		return // the consumer or the connection is gone: nothing comes
+	}
+	quiet := time.NewTimer(pullExpiry + time.Second)
+	defer quiet.Stop()
+	for len(s.open) > 0 {
+		select {
+		case m := <-s.msgs:
+			_, _ = s.take(ctx, m)
+			quiet.Reset(pullExpiry + time.Second)
+		case <-quiet.C:
+			return
+		}
+	}
 }
 
 // endSubscription ends the pull inbox's subscription, keeping for Unread
