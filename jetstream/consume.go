@@ -189,9 +189,10 @@ type Source struct {
 	unread     bool        // Unread has taken kept
 	health     pullHealth
 	// Used by the pull loop only: its inbox (pull N answers on inbox.N),
-	// the subscription and its channel, large enough for four whole
-	// batches (a pull's, and late ones of pulls given up on), so nats.go
-	// never drops a delivery for a full channel.
+	// the subscription and its channel, large enough for six whole
+	// batches (a pull's, and late ones of pulls given up on: one every
+	// 2 s at most, so five within openPullMaxAge), so nats.go never drops
+	// a delivery for a full channel.
 	inbox string
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
@@ -294,7 +295,7 @@ func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int,
 	lctx, stop := context.WithCancel(context.Background())
 	s := &Source{cons: cons, nc: nc, pullSubj: pullSubj, prefetch: prefetch,
 		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
-		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 4*prefetch+64),
+		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 6*prefetch+64),
 		open:     map[string]*openPull{},
 		maxBytes: pullMaxBytes(nc.MaxPayload())}
 	var err error
@@ -369,7 +370,7 @@ type openPull struct {
 // openPullMaxAge is how long an open pull is waited for at all: a pull
 // given up on (see pullOnce) that the server took late still expires a
 // second after it took it; one older than this was lost.
-const openPullMaxAge = 30 * time.Second
+const openPullMaxAge = 10 * time.Second
 
 // pullOnce asks for up to prefetch deliveries and gives them to Next, in
 // order, until the pull ends: prefetch deliveries came for it, or a status
