@@ -281,6 +281,22 @@ type Forward struct {
 	// way; like a standard-webhooks secret it is base64, optionally
 	// prefixed with whsec_.
 	Secret Secret `yaml:"secret"`
+	// Secrets, instead of Secret, sign it with each (one signature per
+	// secret in webhook-signature): to rotate the secret the receiver
+	// verifies with, without a window in which it refuses.
+	Secrets []Secret `yaml:"secrets"`
+}
+
+// SigningSecrets is what signs the forwarded requests: Secrets, else
+// Secret alone, else none.
+func (f Forward) SigningSecrets() []Secret {
+	if len(f.Secrets) > 0 {
+		return f.Secrets
+	}
+	if f.Secret != "" {
+		return []Secret{f.Secret}
+	}
+	return nil
 }
 
 // Fallbacks: how the key is derived when no event id is found.

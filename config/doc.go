@@ -24,7 +24,8 @@
 // set"), ${VAR:-default} gives the default. A number, duration or bool that
 // expands to "" counts as absent and gets its default.
 //
-// A secret (signature.secrets entries, effects.forward.secret,
+// A secret (signature.secrets entries, effects.forward.secret and
+// effects.forward.secrets entries,
 // nats.embedded.token) written file:/path is read from that file after
 // expansion, so file:${DIR}/secret works; one trailing newline is dropped.
 // A relative path is relative to the config file's directory. Only regular

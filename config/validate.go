@@ -567,6 +567,21 @@ func checkForward(k *checker, key string, f Forward) {
 		if !validWhsec(f.Secret) {
 			k.errorf(key+".secret", "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
 		}
+		if len(f.Secrets) > 0 {
+			k.errorf(key+".secrets", "set secret or secrets, not both (secrets: [new, old] while the receiver moves to the new one)")
+		}
+	}
+	if f.Secret == "" && len(f.Secrets) > 0 && f.URL == "" {
+		k.warnf(key+".secrets", "ignored: forward.url is empty, so nothing is forwarded")
+	}
+	for i, sec := range f.Secrets {
+		sk := fmt.Sprintf("%s.secrets[%d]", key, i)
+		switch {
+		case sec == "":
+			k.errorf(sk, "empty: remove it, or set the secret")
+		case !validWhsec(sec):
+			k.errorf(sk, "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,16 @@ func TestValidate(t *testing.T) {
 		{"forward secret not base64", p(func(p *Provider) {
 			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "plain words"}
 		}), "providers.p.effects.forward.secret", "not base64 after the optional whsec_ prefix", false},
+		{"forward secret and secrets", p(func(p *Provider) {
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "whsec_c2VjcmV0", Secrets: []Secret{"whsec_c2VjcmV0"}}
+		}), "providers.p.effects.forward.secrets", "set secret or secrets, not both", false},
+		{"forward secrets entry not base64", p(func(p *Provider) {
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{"whsec_c2VjcmV0", "plain words"}}
+		}), "providers.p.effects.forward.secrets[1]", "not base64 after the optional whsec_ prefix", false},
+		{"forward secrets entry empty", p(func(p *Provider) {
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{""}}
+		}), "providers.p.effects.forward.secrets[0]", "empty", false},
+		{"forward secrets without url", p(func(p *Provider) { p.Effects.Forward.Secrets = []Secret{"whsec_c2VjcmV0"} }), "providers.p.effects.forward.secrets", "ignored: forward.url is empty", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -361,5 +372,27 @@ func TestProblemString(t *testing.T) {
 	}
 	if len(ps.Errors()) != 1 || !ps.Warnings()[0].Warning {
 		t.Errorf("Errors/Warnings split wrong: %v / %v", ps.Errors(), ps.Warnings())
+	}
+}
+
+// forward.secrets reads each entry as a secret (${VAR}, file:) and signs
+// with all of them; forward.secret alone stays one.
+func TestForwardSecretsParse(t *testing.T) {
+	c := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secrets: ["${FWD_NEXT}", whsec_c2VjcmV0] } }
+`, map[string]string{"FWD_NEXT": "whsec_bmV4dA=="})
+	if ps := c.Check(); len(ps) != 0 {
+		t.Fatalf("Check() = \n%v\nwant nothing", ps)
+	}
+	var got []string
+	for _, s := range c.Providers["p"].Effects.Forward.SigningSecrets() {
+		got = append(got, s.Reveal())
+	}
+	if want := []string{"whsec_bmV4dA==", "whsec_c2VjcmV0"}; !slices.Equal(got, want) {
+		t.Fatalf("SigningSecrets() = %q, want %q", got, want)
+	}
+	one := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secret: whsec_c2VjcmV0 } }
+`, nil)
+	if got := one.Providers["p"].Effects.Forward.SigningSecrets(); len(got) != 1 || got[0].Reveal() != "whsec_c2VjcmV0" {
+		t.Fatalf("SigningSecrets() with secret alone = %d secrets, want that one", len(got))
 	}
 }

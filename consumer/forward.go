@@ -53,9 +53,11 @@ type ForwardOptions struct {
 	// Timeout bounds one request, from dialing through reading the response;
 	// it must be > 0.
 	Timeout time.Duration
-	// Secret, when set, signs each request the Standard Webhooks way:
-	// base64 of the key, optionally prefixed with whsec_.
-	Secret config.Secret
+	// Secrets, when set, sign each request the Standard Webhooks way, one
+	// signature per secret in webhook-signature (so a receiver verifies
+	// with whichever it holds while the secret is rotated): each base64
+	// of the key, optionally prefixed with whsec_.
+	Secrets []config.Secret
 	// Client sends the requests. nil: a client of this Forward's own,
 	// with keep-alive and an idle pool sized for many workers. Redirects
 	// are never followed, whichever client is used.
@@ -76,7 +78,7 @@ type Forward struct {
 	printed string // scheme://host, used in errors: paths may hold tokens (Slack-style hook URLs)
 	redact  []string
 	timeout time.Duration
-	key     []byte // HMAC key; nil: unsigned
+	keys    [][]byte // HMAC keys; none: unsigned
 	client  *http.Client
 	now     func() time.Time
 }
@@ -113,14 +115,14 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
-	if o.Secret != "" {
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(o.Secret.Reveal(), forwardSecretPrefix))
+	for i, sec := range o.Secrets {
+		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), forwardSecretPrefix))
 		if err != nil || len(key) == 0 {
 			// The decoder's message holds only an offset; still, keep
 			// the text fixed so nothing about the secret can leak.
-			return nil, errors.New("forward secret: want base64 (standard alphabet, padded) after an optional whsec_ prefix")
+			return nil, fmt.Errorf("forward secret %d of %d: want base64 (standard alphabet, padded) after an optional whsec_ prefix", i+1, len(o.Secrets))
 		}
-		f.key = key
+		f.keys = append(f.keys, key)
 	}
 	client := o.Client
 	if client == nil {
@@ -292,21 +294,32 @@ func (f *Forward) header(ev Event) (http.Header, error) {
 	h.Set("Content-Type", ct)
 	h.Set("Idempotency-Key", ev.Key)
 	h.Set("User-Agent", "hookgate")
-	if f.key != nil {
+	if len(f.keys) > 0 {
 		id := forwardWebhookID(ev.Key)
 		ts := strconv.FormatInt(f.now().Unix(), 10)
-		m := hmac.New(sha256.New, f.key)
-		m.Write([]byte(id))
-		m.Write([]byte{'.'})
-		m.Write([]byte(ts))
-		m.Write([]byte{'.'})
-		m.Write(ev.Body)
+		// One signature per key, space-separated, as the spec allows
+		// for rotation: a receiver accepts the request when any of them
+		// verifies with the secret it holds.
+		var sigs []byte
+		for i, key := range f.keys {
+			m := hmac.New(sha256.New, key)
+			m.Write([]byte(id))
+			m.Write([]byte{'.'})
+			m.Write([]byte(ts))
+			m.Write([]byte{'.'})
+			m.Write(ev.Body)
+			if i > 0 {
+				sigs = append(sigs, ' ')
+			}
+			sigs = append(sigs, "v1,"...)
+			sigs = base64.StdEncoding.AppendEncode(sigs, m.Sum(nil))
+		}
 		// Lower-case names, as the spec writes them; set directly so Go
 		// does not canonicalize them (HTTP names are case-insensitive
 		// anyway, and HTTP/2 lower-cases every name).
 		h[forwardHeaderID] = []string{id}
 		h[forwardHeaderTimestamp] = []string{ts}
-		h[forwardHeaderSignature] = []string{"v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))}
+		h[forwardHeaderSignature] = []string{string(sigs)}
 	}
 	return h, nil
 }

@@ -256,7 +256,7 @@ func TestForwardKeepAlive(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secret: forwardTestSecret})
+	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secrets: []config.Secret{forwardTestSecret}})
 	for i := range 8 {
 		err := f.Apply(t.Context(), forwardTestEvent())
 		if want503 := (i+1)%3 == 0; (err != nil) != want503 {
@@ -314,7 +314,7 @@ func TestForwardErrorsHideSecrets(t *testing.T) {
 	t.Cleanup(func() { close(release) })
 	hostport := strings.TrimPrefix(srv.URL, "http://")
 
-	f := newTestForward(t, ForwardOptions{URL: withCreds(hostport), Secret: forwardTestSecret, Timeout: 200 * time.Millisecond})
+	f := newTestForward(t, ForwardOptions{URL: withCreds(hostport), Secrets: []config.Secret{forwardTestSecret}, Timeout: 200 * time.Millisecond})
 	for _, mode := range []string{"status", "redirect", "hang"} {
 		t.Run(mode, func(t *testing.T) {
 			ev := forwardTestEvent()
@@ -334,17 +334,17 @@ func TestForwardErrorsHideSecrets(t *testing.T) {
 		}
 		addr := l.Addr().String()
 		l.Close()
-		f := newTestForward(t, ForwardOptions{URL: withCreds(addr), Secret: forwardTestSecret})
+		f := newTestForward(t, ForwardOptions{URL: withCreds(addr), Secrets: []config.Secret{forwardTestSecret}})
 		check(t, f.Apply(t.Context(), forwardTestEvent()))
 	})
 
 	t.Run("bad host", func(t *testing.T) {
-		f := newTestForward(t, ForwardOptions{URL: withCreds("bad-host.invalid:1"), Secret: forwardTestSecret, Timeout: 2 * time.Second})
+		f := newTestForward(t, ForwardOptions{URL: withCreds("bad-host.invalid:1"), Secrets: []config.Secret{forwardTestSecret}, Timeout: 2 * time.Second})
 		check(t, f.Apply(t.Context(), forwardTestEvent()))
 	})
 
 	t.Run("NewForward", func(t *testing.T) {
-		_, err := NewForward(ForwardOptions{URL: withCreds(hostport), Timeout: time.Second, Secret: "whsec_" + config.Secret(password) + "!"})
+		_, err := NewForward(ForwardOptions{URL: withCreds(hostport), Timeout: time.Second, Secrets: []config.Secret{"whsec_" + config.Secret(password) + "!"}})
 		check(t, err)
 		_, err = NewForward(ForwardOptions{URL: "ftp://user:" + password + "@host/?" + query, Timeout: time.Second})
 		check(t, err)
@@ -360,8 +360,8 @@ func TestNewForwardValidates(t *testing.T) {
 		{"http", ForwardOptions{URL: "http://example.com/hook", Timeout: time.Second}, ""},
 		{"https with port and query", ForwardOptions{URL: "https://example.com:8443/a/b?x=1", Timeout: time.Second}, ""},
 		{"ipv6", ForwardOptions{URL: "http://[::1]:8080/", Timeout: time.Second}, ""},
-		{"secret with prefix", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secret: forwardTestSecret}, ""},
-		{"secret without prefix", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secret: "c2VjcmV0"}, ""},
+		{"secret with prefix", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{forwardTestSecret}}, ""},
+		{"secret without prefix", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{"c2VjcmV0"}}, ""},
 		{"empty url", ForwardOptions{Timeout: time.Second}, "forward url"},
 		{"relative", ForwardOptions{URL: "/hook", Timeout: time.Second}, "forward url"},
 		{"no scheme", ForwardOptions{URL: "example.com/hook", Timeout: time.Second}, "forward url"},
@@ -372,9 +372,10 @@ func TestNewForwardValidates(t *testing.T) {
 		{"unparseable", ForwardOptions{URL: "http://a b/", Timeout: time.Second}, "forward url"},
 		{"zero timeout", ForwardOptions{URL: "http://h/"}, "forward timeout"},
 		{"negative timeout", ForwardOptions{URL: "http://h/", Timeout: -time.Second}, "forward timeout"},
-		{"secret not base64", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secret: "whsec_not base64!"}, "forward secret"},
-		{"secret unpadded", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secret: "whsec_c2VjcmV0Mg"}, "forward secret"},
-		{"secret prefix only", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secret: "whsec_"}, "forward secret"},
+		{"secret not base64", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{"whsec_not base64!"}}, "forward secret"},
+		{"secret unpadded", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{"whsec_c2VjcmV0Mg"}}, "forward secret"},
+		{"secret prefix only", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{"whsec_"}}, "forward secret"},
+		{"second secret not base64", ForwardOptions{URL: "http://h/", Timeout: time.Second, Secrets: []config.Secret{forwardTestSecret, "whsec_not base64!"}}, "forward secret 2 of 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -391,8 +392,10 @@ func TestNewForwardValidates(t *testing.T) {
 			if tt.o.URL != "" && strings.Contains(err.Error(), tt.o.URL) {
 				t.Errorf("error %q quotes the URL", err)
 			}
-			if s := strings.TrimPrefix(tt.o.Secret.Reveal(), "whsec_"); s != "" && strings.Contains(err.Error(), s) {
-				t.Errorf("error %q quotes the secret", err)
+			for _, sec := range tt.o.Secrets {
+				if s := strings.TrimPrefix(sec.Reveal(), "whsec_"); s != "" && strings.Contains(err.Error(), s) {
+					t.Errorf("error %q quotes the secret", err)
+				}
 			}
 		})
 	}

@@ -93,7 +93,7 @@ func forwardTestEvent() Event {
 
 func TestForwardRequest(t *testing.T) {
 	srv, seen := newCaptureServer(t, http.StatusNoContent)
-	f := newTestForward(t, ForwardOptions{URL: srv.URL + "/hooks/grants?team=7", Secret: forwardTestSecret})
+	f := newTestForward(t, ForwardOptions{URL: srv.URL + "/hooks/grants?team=7", Secrets: []config.Secret{forwardTestSecret}})
 	ev := forwardTestEvent()
 	if err := f.Apply(t.Context(), ev); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -134,6 +134,32 @@ func TestForwardRequest(t *testing.T) {
 	}
 }
 
+// Several secrets (forward.secrets, a rotation) sign each request once
+// each, space-separated in webhook-signature: the reference library
+// verifies it with either secret, and with no other.
+func TestForwardSignsWithEverySecretWhileRotating(t *testing.T) {
+	srv, seen := newCaptureServer(t, 0)
+	next := config.Secret("whsec_" + base64.StdEncoding.EncodeToString([]byte("the-next-forward-secret")))
+	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secrets: []config.Secret{next, forwardTestSecret}})
+	if err := f.Apply(t.Context(), forwardTestEvent()); err != nil {
+		t.Fatal(err)
+	}
+	got := <-seen
+	sigs := strings.Fields(got.header.Get("webhook-signature"))
+	if len(sigs) != 2 {
+		t.Fatalf("webhook-signature = %q, want two signatures", got.header.Get("webhook-signature"))
+	}
+	for _, sec := range []config.Secret{next, forwardTestSecret} {
+		if err := mustWebhook(t, sec.Reveal()).Verify(got.body, got.header); err != nil {
+			t.Errorf("standardwebhooks Verify with one of the secrets: %v (headers %v)", err, got.header)
+		}
+	}
+	other := "whsec_" + base64.StdEncoding.EncodeToString([]byte("some-other-secret"))
+	if err := mustWebhook(t, other).Verify(got.body, got.header); err == nil {
+		t.Error("standardwebhooks Verify with another secret succeeded")
+	}
+}
+
 func mustWebhook(t *testing.T, secret string) *standardwebhooks.Webhook {
 	t.Helper()
 	wh, err := standardwebhooks.NewWebhook(secret)
@@ -148,7 +174,7 @@ func TestForwardSignatureClock(t *testing.T) {
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	// The secret without its whsec_ prefix works the same.
 	secret := config.Secret(strings.TrimPrefix(forwardTestSecret.Reveal(), "whsec_"))
-	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secret: secret, Now: func() time.Time { return now }})
+	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secrets: []config.Secret{secret}, Now: func() time.Time { return now }})
 	if err := f.Apply(t.Context(), forwardTestEvent()); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -216,7 +242,7 @@ func TestForwardWebhookID(t *testing.T) {
 		{"tab", "grantsgov:default:evt:a\tb", hashed("grantsgov:default:evt:a\tb")},
 	}
 	srv, seen := newCaptureServer(t, 0)
-	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secret: forwardTestSecret})
+	f := newTestForward(t, ForwardOptions{URL: srv.URL, Secrets: []config.Secret{forwardTestSecret}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ev := forwardTestEvent()

@@ -65,7 +65,7 @@ func TestReviewANSignatureKnownAnswer(t *testing.T) {
 		{strings.TrimPrefix(secret, "whsec_"), id, id},
 		{secret, longKey, "evt#" + hex.EncodeToString(sum[:])},
 	} {
-		f := newTestForward(t, ForwardOptions{URL: srv.URL, Secret: config.Secret(tc.secret), Now: clock})
+		f := newTestForward(t, ForwardOptions{URL: srv.URL, Secrets: []config.Secret{config.Secret(tc.secret)}, Now: clock})
 		ev := forwardTestEvent()
 		ev.Key, ev.Body = tc.key, body
 		if err := f.Apply(t.Context(), ev); err != nil {

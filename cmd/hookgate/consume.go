@@ -27,7 +27,7 @@ func consumerRules(cfg *config.Config, grants consumer.Grants, fm *consumer.Forw
 			f, err := consumer.NewForward(consumer.ForwardOptions{
 				URL:     pc.Effects.Forward.URL,
 				Timeout: pc.Effects.Forward.Timeout,
-				Secret:  pc.Effects.Forward.Secret,
+				Secrets: pc.Effects.Forward.SigningSecrets(),
 				// Events of one provider, up to every worker, forward at once.
 				Concurrency: cfg.Consumer.Workers,
 			})

@@ -118,7 +118,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	forwards := map[string]consumer.Effect{}
 	for name, pc := range cfg.Providers {
 		if pc.Effects.Forward.URL != "" {
-			f, err := consumer.NewForward(consumer.ForwardOptions{URL: pc.Effects.Forward.URL, Timeout: pc.Effects.Forward.Timeout, Secret: pc.Effects.Forward.Secret})
+			f, err := consumer.NewForward(consumer.ForwardOptions{URL: pc.Effects.Forward.URL, Timeout: pc.Effects.Forward.Timeout, Secrets: pc.Effects.Forward.SigningSecrets()})
 			if err != nil {
 				return err
 			}
