@@ -574,6 +574,22 @@ func checkForward(k *checker, key string, f Forward) {
 	if f.Secret == "" && len(f.Secrets) > 0 && f.URL == "" {
 		k.warnf(key+".secrets", "ignored: forward.url is empty, so nothing is forwarded")
 	}
+	if len(f.Secrets) == 0 && k.inFile(key+".secrets") && f.URL != "" {
+		if f.Secret == "" {
+			// Written, and empty: every request goes unsigned, and a
+			// receiver that verifies refuses each (a 4xx: dead-lettered).
+			k.warnf(key+".secrets", "an empty list: forwarded requests are not signed (remove it to send them unsigned, or list the secrets)")
+		} else {
+			k.warnf(key+".secrets", "an empty list, ignored: secret signs the requests (set secret or secrets, not both)")
+		}
+	}
+	if len(f.Secrets) > MaxForwardSecrets {
+		// 49 bytes of webhook-signature each: a long list makes a header
+		// receivers refuse (serve's own limit is 64 KiB, nginx's 8 KiB
+		// line), and every event would be dead-lettered at once.
+		k.errorf(key+".secrets", "more than %d secrets (%d): a rotation needs two", MaxForwardSecrets, len(f.Secrets))
+	}
+	keys := make([]string, len(f.Secrets)) // decoded, to compare
 	for i, sec := range f.Secrets {
 		sk := fmt.Sprintf("%s.secrets[%d]", key, i)
 		switch {
@@ -581,9 +597,21 @@ func checkForward(k *checker, key string, f Forward) {
 			k.errorf(sk, "empty: remove it, or set the secret")
 		case !validWhsec(sec):
 			k.errorf(sk, "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
+		default:
+			b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), "whsec_"))
+			keys[i] = string(b)
+			// Two variables set to one value while rotating: not a
+			// rotation, and the receiver moved to "the new one" refuses.
+			if j := slices.Index(keys[:i], keys[i]); j >= 0 {
+				k.warnf(sk, "same secret as secrets[%d]: a rotation lists two different secrets", j)
+			}
 		}
 	}
 }
+
+// MaxForwardSecrets bounds forward.secrets: each adds a signature to
+// every forwarded request's webhook-signature header.
+const MaxForwardSecrets = 16
 
 // ForwardPortOK reports whether a forward URL's port (u.Port(): "" when
 // the URL gives none, for the scheme's own) can be dialled.
