@@ -173,13 +173,19 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		if err := p.runEffects(ctx, m, effects); err != nil {
 			// Release the lease so newer events of the subject can apply while
 			// this one waits for its retry. The mark keeps what a sequenced
-			// publish learned from GRANTS.
+			// publish learned from GRANTS. Released also when ctx ended
+			// mid-effect (an operator's Ctrl-C in dlq replay or replay,
+			// whose ctx cuts the forward short): left, it held the subject
+			// for the lease time and then in doubt, waiting for a
+			// redelivery that never comes (review AV).
+			// (The rest keeps ctx: an interrupted re-feed keeps its letter
+			// rather than writing a new one for the interruption.)
 			released := mark
 			released.Lease = nil
 			if errors.Is(err, errSuperseded) {
 				return p.superseded(ctx, m, key, released, rev, pub)
 			}
-			if _, rerr := p.putMark(ctx, key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
+			if _, rerr := p.putMark(context.WithoutCancel(ctx), key, released, rev); rerr != nil && !errors.Is(rerr, ErrConflict) {
 				p.log.Warn("release watermark lease", slog.String("key", ev.Key), slog.String("error", rerr.Error()))
 			} else if rerr == nil {
 				pub.recordAdopted()
@@ -191,6 +197,10 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 		}
 
 		m.effectsRan = true
+		// The effects ran: finish (remember, commit, acknowledge) even if
+		// ctx ends now, so an interrupted operator command leaves no lease
+		// behind it (serve's workers run every event so already).
+		ctx = context.WithoutCancel(ctx)
 		if p.crashAt(stepAfterEffects, m.Event.Key) {
 			return crashed
 		}

@@ -153,6 +153,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			ev.ReceivedAt = m.Time
 		}
 		if *subject != "" && ev.Subject != *subject {
+			undecided = m.Seq + 1 // passed over: an interrupt goes on after it
 			return nil
 		}
 		if _, ok := cfg.Providers[ev.Provider]; !ok {
@@ -160,6 +161,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			missing[ev.Provider] = true
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decNotInConfig, "provider "+ev.Provider+" is not in this config: left alone")
 			progress.step(total)
+			undecided = m.Seq + 1
 			return nil
 		}
 		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, horizon, ev, *dryRun, *redeliver, *force)

@@ -260,6 +260,22 @@ func TestReview9ReadCommandsOnAMissingDataDir(t *testing.T) {
 // never tried are reported replayed-and-failed. The operator expects it to
 // stop at once and say how far it got (1 tried, 2 not replayed).
 func TestReview9InterruptedReplayStops(t *testing.T) {
+	review9InterruptedReplay(t, nil, "--from-seq 1 ", []string{"grants:default:evt:m1", "grants:default:evt:m2"})
+}
+
+// With --subject, the advice goes on from the event the interrupt cut
+// short, not from the first event the filter passed over (review AV: it
+// said --from-seq 1, which rescans the stream from its start).
+func TestReviewAVInterruptedSubjectReplayGoesOnFromItsEvent(t *testing.T) {
+	review9InterruptedReplay(t, []string{"--subject", "G-1"}, "--from-seq 2 ", []string{"grants:default:evt:m2"})
+}
+
+// review9InterruptedReplay stores three events (m0-m2, subjects G-0 to
+// G-2), runs replay with extra args, interrupts it during its first
+// forward, and wants it to stop, advise wantFrom, and never report the
+// keys notTried.
+func review9InterruptedReplay(t *testing.T, extra []string, wantFrom string, notTried []string) {
+	t.Helper()
 	arrived := make(chan struct{}, 16)
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -306,7 +322,7 @@ func TestReview9InterruptedReplayStops(t *testing.T) {
 	var out, errb bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"replay", "--config", cfgPath}, func(string) string { return "" }, nil, &out, &errb)
+		done <- run(ctx, append([]string{"replay", "--config", cfgPath}, extra...), func(string) string { return "" }, nil, &out, &errb)
 	}()
 	select {
 	case <-arrived: // the first event's forward is in flight: Ctrl-C
@@ -326,10 +342,10 @@ func TestReview9InterruptedReplayStops(t *testing.T) {
 	}
 	// It says where to go on from: m0, whose forward the interrupt cut
 	// short (going on after it would skip it).
-	if !strings.Contains(errb.String(), "--from-seq 1 ") {
-		t.Errorf("interrupted replay: want the advice to go on with --from-seq 1:\n%s%s", out.String(), errb.String())
+	if !strings.Contains(errb.String(), wantFrom) {
+		t.Errorf("interrupted replay: want the advice to go on with %s:\n%s%s", wantFrom, out.String(), errb.String())
 	}
-	for _, key := range []string{"grants:default:evt:m1", "grants:default:evt:m2"} {
+	for _, key := range notTried {
 		if strings.Contains(out.String(), key) {
 			t.Errorf("interrupted during the first event, the replay reports %s, which it never tried (exit %d):\n%s%s", key, code, out.String(), errb.String())
 		}
