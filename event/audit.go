@@ -19,6 +19,9 @@ const (
 	DecisionRedelivered  = "redelivered"
 	DecisionDlqRefed     = "dlq-refed"
 	DecisionDlqRemoved   = "dlq-removed"
+	// DecisionWatermarkPruned: an operator's `watermarks prune` removed
+	// a subject's mark (hookgate's addition to the contract's list).
+	DecisionWatermarkPruned = "watermark-pruned"
 )
 
 // Actors that make decisions.

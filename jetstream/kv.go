@@ -177,18 +177,25 @@ func (w *Watermarks) Get(ctx context.Context, key string) (consumer.Mark, uint64
 	if err != nil || rev == 0 {
 		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: answer without a revision", key)
 	}
-	switch op := resp.Header.Get(kvOperationHeader); {
-	case op == "DEL", op == "PURGE", resp.Header.Get(markerReasonHeader) != "":
-		// Deleted or purged (a marker the server wrote too, as nats.go
-		// reads them: hookgate's bucket sets no LimitMarkerTTL, an
-		// operator's may).
-		return consumer.Mark{}, rev, nil
-	}
-	var m consumer.Mark
-	if err := json.Unmarshal(resp.Data, &m); err != nil {
-		return consumer.Mark{}, 0, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
+	m, _, err := decodeMark(key, resp.Header, resp.Data)
+	if err != nil {
+		return consumer.Mark{}, 0, err
 	}
 	return m, rev, nil
+}
+
+// decodeMark reads a WATERMARKS entry. A delete or purge marker (a marker
+// the server wrote too, as nats.go reads them: hookgate's bucket sets no
+// LimitMarkerTTL, an operator's may) is the zero Mark, deleted true.
+func decodeMark(key string, h nats.Header, data []byte) (m consumer.Mark, deleted bool, err error) {
+	switch op := h.Get(kvOperationHeader); {
+	case op == "DEL", op == "PURGE", h.Get(markerReasonHeader) != "":
+		return consumer.Mark{}, true, nil
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return consumer.Mark{}, false, fmt.Errorf("watermark %s: corrupt entry: %w", key, err)
+	}
+	return m, false, nil
 }
 
 // kvOperationHeader marks a KV entry's delete or purge;

@@ -68,6 +68,8 @@ Usage:
   hookgate trace KEY --config FILE [--json]
                                           everything known about one event
   hookgate status --config FILE [--json]  running serves, streams, consumer lag, DLQ depth, dedup store size
+  hookgate watermarks prune --config FILE [--older-than D] [--provider P] [--dry-run]
+                                          remove marks too old to decide any event
   hookgate version
 
 HOOKGATE_CONFIG may stand in for --config.
@@ -98,6 +100,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runReplay(ctx, args[1:], getenv, stdout, stderr)
 	case "dlq":
 		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
+	case "watermarks":
+		return runWatermarks(ctx, args[1:], getenv, stdout, stderr)
 	case "status":
 		return runStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "trace":
