@@ -188,8 +188,12 @@ func markTime(e jetstream.MarkEntry) string {
 // pruneRecord is the AUDIT record of one pruned mark.
 func pruneRecord(e jetstream.MarkEntry, age time.Duration) event.AuditRecord {
 	prov, rest, _ := strings.Cut(e.Key, ".")
-	account, _, _ := strings.Cut(rest, ".")
-	if a, ok := event.DecodeToken(account); ok {
+	account, _, three := strings.Cut(rest, ".")
+	if !three {
+		// <provider>.<digest>: a key past event.MaxKey, whose account
+		// is inside the digest.
+		account = ""
+	} else if a, ok := event.DecodeToken(account); ok {
 		account = a
 	}
 	return event.AuditRecord{
