@@ -44,7 +44,8 @@ func ReadMarks(ctx context.Context, c *Conn, provider string, fn func(MarkEntry)
 // purge of key's messages before rev+1, so a write since (a lease, a
 // commit: a newer revision) survives and pruned is false. Safe beside
 // running consumers: their compare-and-set on the revision they cached
-// fails, and they read the entry again (absent).
+// fails, and they read the entry again (absent). A ctx that ends once
+// the purge is sent does not cut it short: its answer is waited for.
 func PruneMark(ctx context.Context, c *Conn, key string, rev uint64) (pruned bool, err error) {
 	stream := "KV_" + BucketMarks
 	req, err := json.Marshal(struct {
@@ -54,7 +55,14 @@ func PruneMark(ctx context.Context, c *Conn, key string, rev uint64) (pruned boo
 	if err != nil {
 		return false, err
 	}
-	resp, err := request(ctx, c.NC, &nats.Msg{Subject: "$JS.API.STREAM.PURGE." + stream, Data: req}, storeTimeout)
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	// Once sent, the purge is waited for whatever ctx does (storeTimeout
+	// bounds it): an interrupt that cut the wait short left a mark purged
+	// that its caller took for not pruned, neither counted nor audited
+	// (review AW).
+	resp, err := request(context.WithoutCancel(ctx), c.NC, &nats.Msg{Subject: "$JS.API.STREAM.PURGE." + stream, Data: req}, storeTimeout)
 	if err != nil {
 		return false, classify("prune watermark "+key, err)
 	}
@@ -77,4 +85,28 @@ func PruneMark(ctx context.Context, c *Conn, key string, rev uint64) (pruned boo
 		return false, fmt.Errorf("prune watermark %s: the server did not confirm the purge", key)
 	}
 	return answer.Purged > 0, nil
+}
+
+// KeptLimits is how long the server keeps what a mark may still decide
+// events against: WEBHOOKS' MaxAge (0: for good) and APPLIED's TTL, as
+// serve provisioned them from its config (an operator command's config
+// may be a copy edited for the next rollout). Exists is false for a
+// stream or bucket not created yet.
+type KeptLimits struct {
+	WebhooksExists bool
+	WebhooksMaxAge time.Duration
+	AppliedTTL     time.Duration
+}
+
+// ReadKeptLimits reads KeptLimits from the server.
+func ReadKeptLimits(ctx context.Context, c *Conn) (KeptLimits, error) {
+	ws, err := streamStatus(ctx, c, StreamWebhooks)
+	if err != nil {
+		return KeptLimits{}, err
+	}
+	applied, err := bucketStatus(ctx, c, BucketApplied)
+	if err != nil {
+		return KeptLimits{}, err
+	}
+	return KeptLimits{WebhooksExists: ws.Exists, WebhooksMaxAge: ws.MaxAge, AppliedTTL: applied.TTL}, nil
 }

@@ -64,6 +64,9 @@ func runWatermarks(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	defer sys.Close()
+	if age, err = serverPruneAge(ctx, sys, age, *olderThan != "", stderr); err != nil {
+		return err
+	}
 
 	lettered, err := subjectsWithLetters(ctx, sys, *provider)
 	if err != nil {
@@ -154,6 +157,36 @@ func pruneAge(cfg *config.Config, flagValue string) (time.Duration, error) {
 			shortDuration(d), shortDuration(maxAge), shortDuration(horizon), shortDuration(least))
 	}
 	return d, nil
+}
+
+// serverPruneAge is age raised to the bound the running system keeps:
+// the config given may be a copy edited for the next rollout (see
+// readOnly), and a shorter max_age or horizon there than serve's would
+// prune marks that events WEBHOOKS still holds are judged against.
+// An --older-than (explicit) under the system's bound is refused.
+func serverPruneAge(ctx context.Context, sys *system, age time.Duration, explicit bool, stderr io.Writer) (time.Duration, error) {
+	kept, err := jetstream.ReadKeptLimits(ctx, sys.conn)
+	if err != nil {
+		return 0, fmt.Errorf("watermarks prune: read how long WEBHOOKS keeps events: %w", err)
+	}
+	if kept.WebhooksExists && kept.WebhooksMaxAge <= 0 {
+		return 0, errors.New("watermarks prune: the running system's WEBHOOKS keeps events for good (serve's retention.webhooks.max_age is 0): a stored event of any age can be re-fed, and a mark pruned before it would let it apply after newer ones; prune needs a max_age in the config serve runs with")
+	}
+	cfg := sys.cfg
+	maxAge := max(cfg.Retention.Webhooks.MaxAge, kept.WebhooksMaxAge)
+	horizon := max(cfg.Dedup.Horizon, kept.AppliedTTL)
+	least := maxAge + horizon
+	if age >= least {
+		return age, nil
+	}
+	if explicit {
+		return 0, fmt.Errorf("watermarks prune: --older-than %s is less than WEBHOOKS' max_age (%s) plus the dedup horizon APPLIED keeps (%s), %s, as the running system has them (this config says %s and %s): an event still stored, or sent again within the horizon, could be older than a pruned mark and apply after newer ones",
+			shortDuration(age), shortDuration(maxAge), shortDuration(horizon), shortDuration(least),
+			shortDuration(cfg.Retention.Webhooks.MaxAge), shortDuration(cfg.Dedup.Horizon))
+	}
+	fmt.Fprintf(stderr, "hookgate: watermarks prune: the running system keeps events in WEBHOOKS for %s and applied keys for %s, longer than this config's retention.webhooks.max_age %s and dedup.horizon %s: pruning marks older than %s\n",
+		shortDuration(maxAge), shortDuration(horizon), shortDuration(cfg.Retention.Webhooks.MaxAge), shortDuration(cfg.Dedup.Horizon), shortDuration(least))
+	return least, nil
 }
 
 // subjectsWithLetters returns the WATERMARKS keys of the subjects that

@@ -100,9 +100,11 @@ func TestWatermarksPrune(t *testing.T) {
 	}
 
 	var dry review9Result
-	waitFor("the dry run to find G-1 past the bound", func() bool {
+	// G-4's lease and G-3's letter were written last: wait until only
+	// G-2 (its mark in 2099) is newer than the bound.
+	waitFor("the dry run to find every mark but G-2's past the bound", func() bool {
 		dry = review9Run(t, "", "watermarks", "prune", "--config", cfgPath, "--dry-run")
-		return dry.code == 0 && strings.Contains(dry.stdout, "would prune\tp.default.G-1\t")
+		return dry.code == 0 && strings.Contains(dry.stdout, "would prune\tp.default.G-1\t") && strings.Contains(dry.stdout, "; kept 1 newer, ")
 	})
 	for _, kept := range []string{"G-2", "G-3", "G-4"} {
 		if strings.Contains(dry.stdout, "p.default."+kept+"\t") {
