@@ -158,3 +158,37 @@ func TestWatermarksPrune(t *testing.T) {
 		t.Errorf("--older-than under the bound: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// A watermark-pruned record that does not reach AUDIT (here AUDIT is
+// gone) is the only trace of a removal that cannot be undone: the prune
+// says how many were lost and exits 1, though the marks are pruned.
+func TestWatermarksPruneLostAuditIsAFailure(t *testing.T) {
+	cfgPath := pruneConfig(t, "")
+	sys := review9Open(t, cfgPath)
+	marks, _, err := jetstream.OpenKV(t.Context(), sys.conn.JS, jetstream.KVConfig{Replicas: 1, Horizon: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := marks.Put(t.Context(), "p.default.G-1", consumer.Mark{At: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.conn.JS.DeleteStream(t.Context(), jetstream.StreamAudit); err != nil {
+		t.Fatal(err)
+	}
+	sys.Close()
+	for end := time.Now().Add(30 * time.Second); ; {
+		dry := review9Run(t, "", "watermarks", "prune", "--config", cfgPath, "--dry-run")
+		if strings.Contains(dry.stdout, "would prune\tp.default.G-1\t") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the dry run did not find G-1 past the bound within 30 s:\n%s%s", dry.stdout, dry.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := review9Run(t, "", "watermarks", "prune", "--config", cfgPath)
+	if r.code != 1 || !strings.Contains(r.stdout, "pruned\tp.default.G-1\t") ||
+		!strings.Contains(r.stderr, "1 watermark-pruned records were not written to AUDIT") {
+		t.Fatalf("prune with AUDIT gone: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
