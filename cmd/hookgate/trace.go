@@ -343,7 +343,9 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	} else if wm != nil {
 		switch {
 		case !wm.Exists:
-			fmt.Fprintf(tw, "watermark\t%s: none\n", wm.Key)
+			// Never written (nothing of the subject applied yet), or
+			// removed by `watermarks prune` (its AUDIT record names it).
+			fmt.Fprintf(tw, "watermark\t%s: none (no event of the subject applied, or pruned: see AUDIT watermark-pruned)\n", wm.Key)
 		case wm.At.IsZero():
 			// The entry holds a lease (or held one), no applied event: its
 			// first event is being applied, was dead-lettered, or waits for

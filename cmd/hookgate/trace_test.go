@@ -82,3 +82,15 @@ func TestTracePrintsControlBytesQuoted(t *testing.T) {
 		t.Errorf("trace output:\n%s", out)
 	}
 }
+
+// An absent mark says it may have been pruned, so an operator who finds
+// an old event's subject without a watermark knows where to look.
+func TestTraceAbsentWatermarkMentionsPrune(t *testing.T) {
+	r := jetstream.TraceReport{Key: "gg:default:evt:1", Provider: "gg", Account: "default",
+		Watermark: &jetstream.WatermarkState{Key: "gg.default.G-2"}}
+	var b bytes.Buffer
+	writeTrace(&b, r, &config.Config{})
+	if out := b.String(); !strings.Contains(out, "gg.default.G-2: none (no event of the subject applied, or pruned: see AUDIT watermark-pruned)") {
+		t.Errorf("trace output:\n%s", out)
+	}
+}
