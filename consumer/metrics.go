@@ -19,6 +19,9 @@ type Metrics struct {
 	// Applying is 1 while this instance applies events: on a cluster, while
 	// it holds the consumer lock (its standbys report 0).
 	Applying prometheus.Gauge
+	// Expired counts stored events that left WEBHOOKS at its max_age
+	// before they were delivered, so were never applied: lost.
+	Expired prometheus.Counter
 }
 
 // NewMetrics registers the consumer's series on reg (nil: unregistered).
@@ -41,9 +44,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hookgate_consumer_applying",
 			Help: "1 while this instance applies events (on a cluster: holds the consumer lock), else 0.",
 		}),
+		Expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookgate_consumer_events_expired_total",
+			Help: "Stored events that left WEBHOOKS at retention.webhooks.max_age before they were applied (lost).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.events, m.seconds, m.Pending, m.Applying)
+		reg.MustRegister(m.events, m.seconds, m.Pending, m.Applying, m.Expired)
 	}
 	return m
 }

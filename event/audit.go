@@ -22,6 +22,9 @@ const (
 	// DecisionWatermarkPruned: an operator's `watermarks prune` removed
 	// a subject's mark (hookgate's addition to the contract's list).
 	DecisionWatermarkPruned = "watermark-pruned"
+	// DecisionExpiredUnapplied: stored events that left WEBHOOKS at its
+	// max_age before the consumer delivered them (an addition too).
+	DecisionExpiredUnapplied = "expired-unapplied"
 )
 
 // Actors that make decisions.

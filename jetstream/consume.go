@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -136,6 +137,15 @@ type SourceOptions struct {
 	Log *slog.Logger
 	// WarnAfter: 0 is 10 s.
 	WarnAfter time.Duration
+	// OnLost (nil: not checked) is told of stored events that left
+	// WEBHOOKS before the durable consumer ever delivered them: sequences
+	// first to last, gone at retention.webhooks.max_age while nothing
+	// applied (WEBHOOKS refuses deletes and purges, and DiscardNew never
+	// drops, so max_age is the only way out). Found at OpenSource (the
+	// stream's first sequence past the consumer's last delivery) and when
+	// a first delivery skips sequences that are no longer stored; called
+	// from OpenSource or Next, so it must not block long.
+	OnLost func(first, last uint64)
 }
 
 // pullExpiry is how long each pull request waits at the server. Short, so
@@ -202,6 +212,11 @@ type Source struct {
 	open map[string]*openPull
 	// maxBytes bounds the bytes one pull may bring (see pullMaxBytes).
 	maxBytes int
+	// For OnLost, used by Next only: the stream's handle, and the
+	// highest sequence first delivered (0: none yet).
+	onLost    func(first, last uint64)
+	js        js.JetStream
+	lastFirst uint64
 }
 
 // pullMaxBytes is how many bytes one pull asks for at most: twice the
@@ -286,7 +301,39 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if warnAfter <= 0 {
 		warnAfter = 10 * time.Second
 	}
-	return startSource(cons, c.JS.Conn(), pullSubj, prefetch, pullHealth{log: log, warnAfter: warnAfter})
+	s, err := startSource(cons, c.JS.Conn(), pullSubj, prefetch, pullHealth{log: log, warnAfter: warnAfter})
+	if err != nil || o.OnLost == nil {
+		return s, err
+	}
+	s.onLost, s.js = o.OnLost, c.JS
+	// A consumer that never delivered (new, or created again) has no
+	// last delivery to count from: what it will not deliver is not told.
+	if s.lastFirst = cons.CachedInfo().Delivered.Stream; s.lastFirst > 0 {
+		// Gone while nothing pulled (serve stopped, or gateway-only),
+		// told now, not at the next event.
+		s.lostBefore(ctx, math.MaxUint64)
+	}
+	return s, nil
+}
+
+// lostBefore tells OnLost of the sequences after lastFirst and before
+// next that are no longer stored, and moves lastFirst past them.
+func (s *Source) lostBefore(ctx context.Context, next uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := s.js.Stream(ctx, StreamWebhooks)
+	if err != nil {
+		s.health.log.Warn("could not check whether stored events left WEBHOOKS before they were applied",
+			slog.Uint64("after_seq", s.lastFirst), slog.String("error", err.Error()))
+		return
+	}
+	// Stored sequences are contiguous (no deletes): those below the
+	// first are gone.
+	gone := st.CachedInfo().State.FirstSeq - 1
+	if last := min(gone, next-1); last > s.lastFirst {
+		s.onLost(s.lastFirst+1, last)
+		s.lastFirst = last
+	}
 }
 
 // startSource subscribes the pull inbox and starts the pull loop on
@@ -679,6 +726,15 @@ func (s *Source) message(msg *nats.Msg) (*consumer.Message, bool) {
 	if err != nil {
 		_ = s.nc.Publish(msg.Reply, ackTerm)
 		return nil, false
+	}
+	if seq := meta.Sequence.Stream; s.onLost != nil && meta.NumDelivered == 1 && seq > s.lastFirst {
+		// First deliveries come in stream order: a skip is events that
+		// left the stream undelivered, or deliveries lost on their way
+		// (still stored: they come again after the ack wait).
+		if s.lastFirst > 0 && seq > s.lastFirst+1 {
+			s.lostBefore(context.Background(), seq)
+		}
+		s.lastFirst = seq
 	}
 	return &consumer.Message{
 		Event:      EventFromMsg(msg.Header, msg.Data, meta.Sequence.Stream),

@@ -3,6 +3,7 @@ package jetstream_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -98,4 +99,48 @@ func TestPruneMarkOnlyAtItsRevision(t *testing.T) {
 	if _, rev, err := env.Marks.Get(ctx, "h.default.H-1"); err != nil || rev != 0 {
 		t.Fatalf("H-1 after its marker's prune: rev %d err %v; want absent", rev, err)
 	}
+}
+
+// BenchmarkPruneMarks is the cost per mark of `watermarks prune` (the read
+// of the bucket and one purge per mark) beside a reference measured in the
+// same run: one mark written (a create, as a new subject's first commit).
+// Report the ratio; these machines are shared and noisy.
+func BenchmarkPruneMarks(b *testing.B) {
+	env := jstest.Start(b, "")
+	ctx := context.Background()
+	at := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	var seq int
+	put := func(provider string, n int) {
+		b.Helper()
+		for range n {
+			seq++
+			if _, err := env.Marks.Put(ctx, fmt.Sprintf("%s.default.G-%d", provider, seq), consumer.Mark{At: at}, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("write-reference", func(b *testing.B) {
+		b.ResetTimer()
+		put("w", b.N) // not the prune's provider
+	})
+	b.Run("prune", func(b *testing.B) {
+		b.StopTimer()
+		put("g", b.N)
+		b.StartTimer()
+		pruned := 0
+		err := jetstream.ReadMarks(ctx, env.Conn, "g", func(e jetstream.MarkEntry) error {
+			ok, err := jetstream.PruneMark(ctx, env.Conn, e.Key, e.Rev)
+			if ok {
+				pruned++
+			}
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if pruned < b.N {
+			b.Fatalf("pruned %d of at least %d marks", pruned, b.N)
+		}
+	})
 }

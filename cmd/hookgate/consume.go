@@ -186,6 +186,14 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		Prefetch:      max(window/4, 16),
 		AckWait:       o.LeaseTTL,
 		Log:           logger,
+		OnLost: func(first, last uint64) {
+			n := last - first + 1
+			metrics.Expired.Add(float64(n))
+			logger.Error("stored events left WEBHOOKS at retention.webhooks.max_age before they were applied: they are lost",
+				slog.Uint64("first_seq", first), slog.Uint64("last_seq", last), slog.Uint64("events", n))
+			audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionExpiredUnapplied, Seq: first, Actor: event.ActorConsumer,
+				Reason: fmt.Sprintf("WEBHOOKS seq %d-%d (%d events) left the stream at its max_age before they were applied", first, last, n)})
+		},
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {
 		metrics.Applying.Set(1)
