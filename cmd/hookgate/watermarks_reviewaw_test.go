@@ -109,14 +109,7 @@ func TestReviewAWPruneBoundIsTheServers(t *testing.T) {
 // it ("stopped after 0"). Expected: every mark gone has its AUDIT record,
 // and the count says so.
 func TestReviewAWPruneInterruptedMidPurgeIsAudited(t *testing.T) {
-	listen := review9gFreeAddr(t)
-	cfgPath := pruneConfig(t, listen)
-	s := review7Start(t, cfgPath, true)
-	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "prune-test", URL: "nats://" + listen, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	s, cfgPath, c := pruneServe(t)
 	ctx := t.Context()
 	const n = 12
 	for i := range n {

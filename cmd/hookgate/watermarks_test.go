@@ -30,6 +30,21 @@ retention: { webhooks: { max_age: 2s } }
 	return path
 }
 
+// pruneServe runs serve on pruneConfig and connects to its embedded
+// server (closed with the test).
+func pruneServe(t *testing.T) (*review7Serve, string, *jetstream.Conn) {
+	t.Helper()
+	listen := review9gFreeAddr(t)
+	cfgPath := pruneConfig(t, listen)
+	s := review7Start(t, cfgPath, true)
+	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "prune-test", URL: "nats://" + listen, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return s, cfgPath, c
+}
+
 // TestWatermarksPrune: `watermarks prune` removes the marks older than
 // retention.webhooks.max_age plus dedup.horizon, and keeps a mark that is
 // newer, one that holds a lease (an event in doubt is settled against it)
@@ -39,14 +54,7 @@ retention: { webhooks: { max_age: 2s } }
 // event (its cached mark's revision is gone: it finds the entry absent,
 // and GRANTS still holds the subject's earlier message).
 func TestWatermarksPrune(t *testing.T) {
-	listen := review9gFreeAddr(t)
-	cfgPath := pruneConfig(t, listen)
-	s := review7Start(t, cfgPath, true)
-	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "prune-test", URL: "nats://" + listen, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	s, cfgPath, c := pruneServe(t)
 	ctx := t.Context()
 	count := func(stream string) uint64 {
 		t.Helper()
