@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -308,16 +307,57 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	s.onLost, s.js = o.OnLost, c.JS
 	// A consumer that never delivered (new, or created again) has no
 	// last delivery to count from: what it will not deliver is not told.
+	// Nor is what was stored before it was created: created again, it
+	// delivers the whole stream anew (DeliverAll), and an event that
+	// leaves before it gets there may have been applied by the one
+	// deleted (review AX: told lost "before they were applied"). Its
+	// creation time is kept with it, so this holds across restarts; a
+	// consumer reset (RedeliverOutstanding) keeps it too.
+	// The stored events before its creation are those before the first
+	// one stored since, when an older one is still stored; with none
+	// older left, what is gone may be either, and is told.
+	info := cons.CachedInfo()
+	st, err := c.JS.Stream(ctx, StreamWebhooks)
+	var seq uint64
+	var found bool
+	if err == nil && st.CachedInfo().State.Msgs > 0 {
+		seq, _, found, err = firstSeqSince(ctx, c, StreamWebhooks, info.Created)
+	}
+	if err != nil {
+		log.Warn("events that leave WEBHOOKS at max_age before they are applied are not told by this run",
+			slog.String("error", err.Error()))
+		s.onLost = nil
+		return s, nil
+	}
+	state := st.CachedInfo().State
+	var before uint64 // the last event stored before the consumer's creation
+	switch {
+	case state.Msgs == 0:
+	case !found:
+		before = state.LastSeq
+	case seq > state.FirstSeq:
+		before = seq - 1
+	}
+	if before > info.Delivered.Stream {
+		s.lastFirst = before
+		return s, nil
+	}
 	if s.lastFirst = cons.CachedInfo().Delivered.Stream; s.lastFirst > 0 {
 		// Gone while nothing pulled (serve stopped, or gateway-only),
-		// told now, not at the next event.
-		s.lostBefore(ctx, math.MaxUint64)
+		// told now, not at the next event, when an event after them is
+		// stored (its delivery, coming next, moves the consumer's last
+		// delivery past them). With the stream empty nothing moves it:
+		// told now, they were told again at every later open (a restart,
+		// a lock handover) until an event came (review AX); they are told
+		// at the first delivery instead (message).
+		s.lostBefore(ctx, 0)
 	}
 	return s, nil
 }
 
 // lostBefore tells OnLost of the sequences after lastFirst and before
-// next that are no longer stored, and moves lastFirst past them.
+// next that are no longer stored, and moves lastFirst past them. next 0
+// (at open): before the first stored event, nothing when none is stored.
 func (s *Source) lostBefore(ctx context.Context, next uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -327,9 +367,19 @@ func (s *Source) lostBefore(ctx context.Context, next uint64) {
 			slog.Uint64("after_seq", s.lastFirst), slog.String("error", err.Error()))
 		return
 	}
+	state := st.CachedInfo().State
+	if state.FirstSeq == 0 {
+		return // a stream that never stored anything
+	}
+	if next == 0 {
+		if state.Msgs == 0 {
+			return
+		}
+		next = state.FirstSeq
+	}
 	// Stored sequences are contiguous (no deletes): those below the
 	// first are gone.
-	gone := st.CachedInfo().State.FirstSeq - 1
+	gone := state.FirstSeq - 1
 	if last := min(gone, next-1); last > s.lastFirst {
 		s.onLost(s.lastFirst+1, last)
 		s.lastFirst = last
