@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
+	"github.com/hookgate/hookgate/event"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -135,6 +136,10 @@ type Status struct {
 	// ConsumerLock is who applies events on a cluster (ConsumerLock);
 	// nil where no instance ever took the lock (the embedded server).
 	ConsumerLock *LockStatus
+	// LastExpired is AUDIT's newest expired-unapplied record: the last
+	// events a consuming serve found gone at WEBHOOKS' max_age before they
+	// were applied. nil when AUDIT has none.
+	LastExpired *event.AuditRecord
 }
 
 // LockStatus is the consumer lock's entry: Owner is empty when released.
@@ -264,7 +269,32 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 	if st.ConsumerLock, err = consumerLockStatus(ctx, c); err != nil {
 		return Status{}, err
 	}
+	if st.Stream(StreamAudit).Exists {
+		if st.LastExpired, err = lastExpired(ctx, c); err != nil {
+			return Status{}, err
+		}
+	}
 	return st, nil
+}
+
+// lastExpired reads AUDIT's newest expired-unapplied record.
+func lastExpired(ctx context.Context, c *Conn) (*event.AuditRecord, error) {
+	s, err := c.JS.Stream(ctx, StreamAudit)
+	if err != nil {
+		return nil, classify("stream "+StreamAudit, err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, "audit."+event.DecisionExpiredUnapplied+".>")
+	if errors.Is(err, js.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, classify("last "+event.DecisionExpiredUnapplied+" record in "+StreamAudit, err)
+	}
+	rs, err := event.AuditRecords(m.Data)
+	if err != nil || len(rs) == 0 {
+		return nil, fmt.Errorf("AUDIT seq %d: unreadable %s record: %v", m.Sequence, event.DecisionExpiredUnapplied, err)
+	}
+	return &rs[len(rs)-1], nil
 }
 
 func consumerLockStatus(ctx context.Context, c *Conn) (*LockStatus, error) {

@@ -89,6 +89,12 @@ retention: { webhooks: { max_age: 2s } }
 	if err := s.stop(t); err != nil {
 		t.Fatal(err)
 	}
+	// status lists it among its problems (from AUDIT: the metric is
+	// gone with the process).
+	r := review9Run(t, "", "status", "--config", both)
+	if !strings.Contains(r.stdout, "events lost to WEBHOOKS' max_age, told ") || !strings.Contains(r.stdout, "WEBHOOKS seq 2-3 (2 events) left the stream") {
+		t.Errorf("status does not list the lost events among its problems: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	sys = review9Open(t, both)
 	defer sys.Close()
 	var records []event.AuditRecord

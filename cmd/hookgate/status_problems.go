@@ -8,6 +8,11 @@ import (
 	"github.com/hookgate/hookgate/jetstream"
 )
 
+// lostShownFor is how long status lists events lost to WEBHOOKS' max_age
+// as a problem after a serve told them: long enough for a weekly look to
+// see it; AUDIT keeps the records themselves.
+const lostShownFor = 7 * 24 * time.Hour
+
 // streamFullShare is the disk use, in percent of max_bytes, from which a
 // stream that refuses writes when full (WEBHOOKS: senders get 503; GRANTS
 // and DLQ: events wait) counts as a problem.
@@ -16,7 +21,8 @@ const streamFullShare = 90
 // statusProblems lists, one short line each, what in a status needs a
 // person: an instance not ready, no serve running or none applying, a
 // stream, bucket or the durable consumer missing, an unapplied event past
-// half of WEBHOOKS's max_age, dead letters, a stream that refuses writes
+// half of WEBHOOKS's max_age, events lost at that max_age in the last
+// lostShownFor, dead letters, a stream that refuses writes
 // near its max_bytes. Empty when none; AUDIT ages out its oldest records
 // when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
@@ -40,6 +46,10 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	}
 	if p := agingOut(st); p != "" {
 		problems = append(problems, p)
+	}
+	if r := st.LastExpired; r != nil && st.At.Sub(r.Time) < lostShownFor {
+		problems = append(problems, fmt.Sprintf("events lost to WEBHOOKS' max_age, told %s: %s (AUDIT %s; shown for %s)",
+			r.Time.UTC().Format(time.RFC3339), r.Reason, r.Decision, shortDuration(lostShownFor)))
 	}
 	if n := st.Stream(jetstream.StreamDLQ).Messages; n > 0 {
 		problems = append(problems, fmt.Sprintf("%d dead letters in DLQ (hookgate dlq list)", n))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -121,5 +122,29 @@ func TestStatusProblemsNobodyApplies(t *testing.T) {
 		if has != tc.want {
 			t.Errorf("instances %+v: problems %q, want the nobody-applies line: %v", tc.docs, got, tc.want)
 		}
+	}
+}
+
+// Events a serve found lost to WEBHOOKS' max_age (AUDIT's newest
+// expired-unapplied record) are a problem for a week after, then only
+// AUDIT has them.
+func TestStatusProblemsLostToMaxAge(t *testing.T) {
+	at := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	st := jetstream.Status{
+		At:        at,
+		Streams:   []jetstream.StreamStatus{{Name: "WEBHOOKS", Exists: true}, {Name: "GRANTS", Exists: true}, {Name: "DLQ", Exists: true}, {Name: "AUDIT", Exists: true}},
+		Buckets:   []jetstream.BucketStatus{{Name: "WATERMARKS", Exists: true}, {Name: "APPLIED", Exists: true}},
+		Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply", Exists: true}},
+		LastExpired: &event.AuditRecord{Time: at.Add(-6 * 24 * time.Hour), Decision: event.DecisionExpiredUnapplied,
+			Reason: "WEBHOOKS seq 2-3 (2 events) left the stream at its max_age before they were applied"},
+	}
+	ready := instancesView{Docs: []instanceDoc{{Instance: "host/1/a", Ready: true}}}
+	want := "events lost to WEBHOOKS' max_age, told 2026-11-28T03:00:00Z: WEBHOOKS seq 2-3 (2 events) left the stream at its max_age before they were applied (AUDIT expired-unapplied; shown for 7d)"
+	if got := statusProblems(st, ready); !slices.Equal(got, []string{want}) {
+		t.Errorf("six days after: problems %q, want [%q]", got, want)
+	}
+	st.LastExpired.Time = at.Add(-8 * 24 * time.Hour)
+	if got := statusProblems(st, ready); len(got) != 0 {
+		t.Errorf("eight days after: problems %q, want none", got)
 	}
 }
