@@ -489,6 +489,7 @@ func launchServe(t testing.TB, name, cfgPath string) (*hgProc, error) {
 	go func() { _ = cmd.Wait(); close(in.done) }()
 	t.Cleanup(func() {
 		in.kill()
+		in.noLostAlarm()
 		if t.Failed() || keepLogs {
 			log := in.stderr.String()
 			t.Logf("--- hookgate %s (pid %d): its last lines above debug, then the tail of its log (whole log in %s):\n%s\n---\n%s", name, cmd.Process.Pid,

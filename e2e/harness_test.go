@@ -128,8 +128,32 @@ func spawnCmd(t testing.TB, cmd *exec.Cmd) (*instance, <-chan string) {
 		}
 	}()
 	go func() { _ = cmd.Wait(); close(in.done) }()
-	t.Cleanup(func() { in.kill() })
+	t.Cleanup(func() {
+		in.kill()
+		in.noLostAlarm()
+	})
 	return in, addr
+}
+
+// noLostAlarm fails the test when the serve told events lost to
+// WEBHOOKS' max_age: no test here keeps events for less than an hour or
+// runs that long, so every such line would be a false alarm (after a
+// kill, a restart, a lock handover, a replay).
+func (in *instance) noLostAlarm() {
+	if log := in.stderr.String(); strings.Contains(log, "before they were applied: they are lost") {
+		in.t.Errorf("a serve told events lost to max_age that no test let expire:\n%s", grepString(log, "they are lost"))
+	}
+}
+
+// grepString is the lines of s that contain word.
+func grepString(s, word string) string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, word) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // kill sends SIGKILL and waits for the process to go.

@@ -251,6 +251,9 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	if err := g.Wait(); err != nil {
 		return TraceReport{}, err
 	}
+	if err := r.readExpired(ctx, c); err != nil {
+		return TraceReport{}, err
+	}
 	r.Scans = scans
 	r.Applied.In = BucketApplied
 	if q.AppliedInGrants {
@@ -263,6 +266,33 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 		return TraceReport{}, err
 	}
 	return r, nil
+}
+
+// readExpired adds to r.Audit the expired-unapplied records (a serve
+// found the events gone at WEBHOOKS' max_age before they were applied)
+// whose sequences hold one of the key's that WEBHOOKS no longer has:
+// those records name no key, so the timeline would end at "accepted".
+func (r *TraceReport) readExpired(ctx context.Context, c *Conn) error {
+	var gone []uint64
+	for _, a := range r.Audit {
+		if a.Decision == event.DecisionAccepted && a.Seq > 0 && !slices.ContainsFunc(r.Stored, func(s StoredEvent) bool { return s.Seq == a.Seq }) {
+			gone = append(gone, a.Seq)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	_, err := scanStream(ctx, c, StreamAudit, "audit."+event.DecisionExpiredUnapplied+".>", false, func(m StoredMsg) {
+		recs, _ := event.AuditRecords(m.Body)
+		for _, rec := range recs {
+			first, last, ok := event.ExpiredRange(rec.Reason)
+			if ok && slices.ContainsFunc(gone, func(seq uint64) bool { return first <= seq && seq <= last }) {
+				rec.Time = rec.Time.UTC()
+				r.Audit = append(r.Audit, AuditEntry{AuditSeq: m.Seq, AuditRecord: rec})
+			}
+		}
+	})
+	return err
 }
 
 func appliedState(ctx context.Context, c *Conn, key string) (AppliedState, error) {

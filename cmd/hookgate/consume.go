@@ -192,7 +192,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 			logger.Error("stored events left WEBHOOKS at retention.webhooks.max_age before they were applied: they are lost",
 				slog.Uint64("first_seq", first), slog.Uint64("last_seq", last), slog.Uint64("events", n))
 			audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionExpiredUnapplied, Seq: first, Actor: event.ActorConsumer,
-				Reason: fmt.Sprintf("WEBHOOKS seq %d-%d (%d events) left the stream at its max_age before they were applied", first, last, n)})
+				Reason: event.ExpiredReason(first, last)})
 		},
 	}
 	runSource := func(ctx context.Context, src *jetstream.Source) error {

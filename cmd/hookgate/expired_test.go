@@ -95,6 +95,15 @@ retention: { webhooks: { max_age: 2s } }
 	if !strings.Contains(r.stdout, "events lost to WEBHOOKS' max_age, told ") || !strings.Contains(r.stdout, "WEBHOOKS seq 2-3 (2 events) left the stream") {
 		t.Errorf("status does not list the lost events among its problems: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// trace of a lost event's key ends with the record that says so, not
+	// at "accepted" (the record names no key: it is found by sequence).
+	r = review9Run(t, "", "trace", "p:default:evt:2", "--config", both)
+	if !strings.Contains(r.stdout, "expired-unapplied") || !strings.Contains(r.stdout, "WEBHOOKS seq 2-3 (2 events) left the stream") {
+		t.Errorf("trace of a lost event does not say it was lost: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = review9Run(t, "", "trace", "p:default:evt:1", "--config", both); strings.Contains(r.stdout, "expired-unapplied") {
+		t.Errorf("trace of the applied event 1 names the loss of 2-3:\n%s", r.stdout)
+	}
 	sys = review9Open(t, both)
 	defer sys.Close()
 	var records []event.AuditRecord
