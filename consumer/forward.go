@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -81,9 +82,47 @@ type Forward struct {
 	keys    [][]byte // HMAC keys; none: unsigned
 	client  *http.Client
 	now     func() time.Time
+	// pausedUntil (Unix nanoseconds) is when the receiver's last 429 or
+	// 503 with Retry-After said it takes requests again; announced is
+	// the pause PausedUntil last said was new.
+	pausedUntil, announced atomic.Int64
 }
 
-var _ Effect = (*Forward)(nil)
+var (
+	_ Effect = (*Forward)(nil)
+	_ Pauser = (*Forward)(nil)
+)
+
+// Pauser is an effect whose target can ask to be left alone for a while
+// (a receiver's 429 or 503 with Retry-After): until then the events that
+// would run it wait, untried, instead of each trying and failing (an
+// attempt counted towards max_deliver, and one more request to a receiver
+// that asked for none).
+type Pauser interface {
+	// PausedUntil returns when the pause ends (zero, or not after now:
+	// none); fresh is true the first time a pause is reported.
+	PausedUntil(now time.Time) (until time.Time, fresh bool)
+}
+
+// PausedUntil implements Pauser.
+func (f *Forward) PausedUntil(now time.Time) (time.Time, bool) {
+	n := f.pausedUntil.Load()
+	if n <= now.UnixNano() {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), f.announced.Swap(n) != n
+}
+
+// pause records a receiver's Retry-After; a later end wins.
+func (f *Forward) pause(until time.Time) {
+	n := until.UnixNano()
+	for {
+		cur := f.pausedUntil.Load()
+		if n <= cur || f.pausedUntil.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
 
 // NewForward checks o and returns the effect. Its errors never quote the
 // URL (it may hold credentials) nor the secret.
@@ -236,7 +275,11 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || (code >= 500 && code <= 599):
 		fe.Retryable = true
 		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
-			fe.RetryAfter = forwardRetryAfter(resp.Header.Get("Retry-After"), f.now())
+			now := f.now()
+			fe.RetryAfter = forwardRetryAfter(resp.Header.Get("Retry-After"), now)
+			if fe.RetryAfter > 0 {
+				f.pause(now.Add(fe.RetryAfter))
+			}
 		}
 		return fe
 	case code >= 300 && code <= 399:

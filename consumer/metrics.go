@@ -88,14 +88,30 @@ func NewForwardMetrics(reg prometheus.Registerer) *ForwardMetrics {
 	return m
 }
 
-// Wrap returns e instrumented: each Apply is timed and classed.
+// Wrap returns e instrumented: each Apply is timed and classed. A Pauser
+// stays one.
 func (m *ForwardMetrics) Wrap(provider string, e Effect) Effect {
-	return EffectFunc(func(ctx context.Context, ev Event) error {
-		start := time.Now()
-		err := e.Apply(ctx, ev)
-		m.seconds.WithLabelValues(provider, forwardClass(err)).Observe(time.Since(start).Seconds())
-		return err
-	})
+	return timedEffect{m: m, provider: provider, e: e}
+}
+
+type timedEffect struct {
+	m        *ForwardMetrics
+	provider string
+	e        Effect
+}
+
+func (t timedEffect) Apply(ctx context.Context, ev Event) error {
+	start := time.Now()
+	err := t.e.Apply(ctx, ev)
+	t.m.seconds.WithLabelValues(t.provider, forwardClass(err)).Observe(time.Since(start).Seconds())
+	return err
+}
+
+func (t timedEffect) PausedUntil(now time.Time) (time.Time, bool) {
+	if p, ok := t.e.(Pauser); ok {
+		return p.PausedUntil(now)
+	}
+	return time.Time{}, false
 }
 
 // forwardClass names the outcome of a forward for metrics.

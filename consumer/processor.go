@@ -249,6 +249,9 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if !ok {
 		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)", 0)
 	}
+	if out, paused := p.pausedEffect(m, rule); paused {
+		return out
+	}
 	if rule.Watermark {
 		if why := unorderable(ev); why != "" {
 			return p.deadLetter(ctx, m, why, 0)
@@ -354,6 +357,36 @@ func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
 		return p.retry(m, err, true) // counted for the backoff; never dead-lettered
 	}
 	return p.failed(context.WithoutCancel(ctx), m, err)
+}
+
+// pausedEffect keeps m waiting, untried and uncounted, while an effect of
+// its rule is paused (a forward receiver's Retry-After, up to the longest
+// consumer.backoff step, as a retry honours it). Only under Run, where it
+// can wait at the head of its subject; an operator's re-feed sends as
+// before.
+func (p *Processor) pausedEffect(m *Message, rule Rule) (Outcome, bool) {
+	if !m.parkable || m.stopping() {
+		return Outcome{}, false
+	}
+	now := p.opts.Now()
+	for _, e := range rule.Effects {
+		pe, ok := e.(Pauser)
+		if !ok {
+			continue
+		}
+		until, fresh := pe.PausedUntil(now)
+		if until.IsZero() {
+			continue
+		}
+		d := min(until.Sub(now), slices.Max(p.opts.Backoff))
+		if fresh {
+			p.log.Warn("forward receiver asked to be left alone (Retry-After): the provider's events wait, untried, until then",
+				slog.String("provider", m.Event.Provider), slog.Time("until", now.Add(d).UTC()))
+		}
+		p.waitAtHeadFor(m, "", d)
+		return Outcome{Decision: Retry, Reason: "forward receiver paused (Retry-After) until " + now.Add(d).UTC().Format(time.RFC3339)}, true
+	}
+	return Outcome{}, false
 }
 
 // waitAtHead lets an event that has to wait, untried, keep its place: under
