@@ -269,7 +269,17 @@ const pullWarnEvery = time.Minute
 func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) {
 	var cons js.Consumer
 	err := retryProvision(ctx, func(ctx context.Context) (err error) {
+		// The consumer's creation time, kept in its metadata: the server
+		// gives a consumer it recovers at a restart a new Created (the
+		// embedded server restarts with each serve; review AY).
+		created := time.Now().UTC()
+		if have, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply); err == nil {
+			created = consumerCreated(have.CachedInfo())
+		} else if !errors.Is(err, js.ErrConsumerNotFound) {
+			return classify("read consumer "+DurableApply+" on "+StreamWebhooks, err)
+		}
 		cons, err = c.JS.CreateOrUpdateConsumer(ctx, StreamWebhooks, js.ConsumerConfig{
+			Metadata:      map[string]string{consumerCreatedMetadata: created.Format(time.RFC3339Nano)},
 			Durable:       DurableApply,
 			Description:   "hookgate: applies each stored webhook once",
 			FilterSubject: "webhooks.>",
@@ -321,7 +331,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	var seq uint64
 	var found bool
 	if err == nil && st.CachedInfo().State.Msgs > 0 {
-		seq, _, found, err = firstSeqSince(ctx, c, StreamWebhooks, info.Created)
+		seq, _, found, err = firstSeqSince(ctx, c, StreamWebhooks, consumerCreated(info))
 	}
 	if err != nil {
 		log.Warn("events that leave WEBHOOKS at max_age before they are applied are not told by this run",
@@ -353,6 +363,21 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		s.lostBefore(ctx, 0)
 	}
 	return s, nil
+}
+
+// consumerCreatedMetadata is the durable consumer's metadata key holding
+// when hookgate created it (RFC 3339).
+const consumerCreatedMetadata = "hookgate_created"
+
+// consumerCreated is when the durable consumer was created: its metadata,
+// or, for one created by an earlier release, the server's Created (reset
+// at each server restart: the later of the two times, so nothing stored
+// before the creation is told).
+func consumerCreated(info *js.ConsumerInfo) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, info.Config.Metadata[consumerCreatedMetadata]); err == nil {
+		return t
+	}
+	return info.Created
 }
 
 // lostBefore tells OnLost of the sequences after lastFirst and before

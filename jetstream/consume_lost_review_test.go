@@ -135,3 +135,48 @@ func TestSourceRecreatedConsumerTellsNoLoss(t *testing.T) {
 		t.Fatalf("told %v: events 2 and 3 were applied before the consumer was deleted", got)
 	}
 }
+
+// Review AY: the embedded server, restarted with each serve, gives a
+// recovered consumer a new creation time (its restart), so every stored
+// event counted as stored "before its creation" and events gone while
+// only a gateway ran were never told at the next serve's open, though
+// an event after them was stored.
+func TestSourceTellsLossAfterServerRestart(t *testing.T) {
+	dir := t.TempDir()
+	streams := jstest.Streams()
+	streams.Webhooks.MaxAge = 2 * time.Second
+	streams.Horizon = time.Second
+	streams.DedupWindow = time.Second
+	var lost lostLog
+	opts := jetstream.SourceOptions{MaxAckPending: 16, AckWait: 30 * time.Second, OnLost: lost.add}
+	t.Run("applied", func(t *testing.T) {
+		env := jstest.StartWith(t, dir, streams)
+		src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storeEvent(t, env, 1)
+		if seq := nextSeq(t, src); seq != 1 {
+			t.Fatalf("first delivery: seq %d", seq)
+		}
+		src.Stop()
+		src.Unread()
+	})
+	t.Run("gateway only: lost, then a new event", func(t *testing.T) {
+		env := jstest.StartWith(t, dir, streams)
+		storeEvent(t, env, 2)
+		waitGone(t, env, 2)
+		storeEvent(t, env, 3)
+	})
+	t.Run("restart with the consumer", func(t *testing.T) {
+		env := jstest.StartWith(t, dir, streams)
+		src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Stop()
+		if got := lost.get(); !slices.Equal(got, [][2]uint64{{2, 2}}) {
+			t.Fatalf("told at open: %v, want [[2 2]]", got)
+		}
+	})
+}
