@@ -81,13 +81,19 @@ func AuditRecords(body []byte) ([]AuditRecord, error) {
 // ExpiredReason is the reason of an expired-unapplied record: the
 // WEBHOOKS sequences first to last. ExpiredRange reads it back.
 func ExpiredReason(first, last uint64) string {
+	if first == last {
+		return fmt.Sprintf("WEBHOOKS seq %d (1 event) left the stream at its max_age before it was applied", first)
+	}
 	return fmt.Sprintf("WEBHOOKS seq %d-%d (%d events) left the stream at its max_age before they were applied", first, last, last-first+1)
 }
 
 // ExpiredRange returns the sequences an ExpiredReason names.
 func ExpiredRange(reason string) (first, last uint64, ok bool) {
-	if _, err := fmt.Sscanf(reason, "WEBHOOKS seq %d-%d ", &first, &last); err != nil || first == 0 || last < first {
-		return 0, 0, false
+	if _, err := fmt.Sscanf(reason, "WEBHOOKS seq %d-%d ", &first, &last); err == nil && first > 0 && last >= first {
+		return first, last, true
 	}
-	return first, last, true
+	if _, err := fmt.Sscanf(reason, "WEBHOOKS seq %d (1 event) ", &first); err == nil && first > 0 {
+		return first, first, true
+	}
+	return 0, 0, false
 }

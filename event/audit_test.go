@@ -40,13 +40,16 @@ func TestAuditRecordsDecodesJSONLines(t *testing.T) {
 }
 
 func TestExpiredRangeReadsExpiredReason(t *testing.T) {
+	if got := ExpiredReason(7, 7); got != "WEBHOOKS seq 7 (1 event) left the stream at its max_age before it was applied" {
+		t.Errorf("ExpiredReason(7, 7) = %q", got)
+	}
 	for _, r := range [][2]uint64{{2, 3}, {7, 7}, {1, 1 << 40}} {
 		first, last, ok := ExpiredRange(ExpiredReason(r[0], r[1]))
 		if !ok || first != r[0] || last != r[1] {
 			t.Errorf("ExpiredRange(ExpiredReason(%d, %d)) = %d, %d, %v", r[0], r[1], first, last, ok)
 		}
 	}
-	for _, bad := range []string{"", "WEBHOOKS seq 3-2 (0 events)", "seq 2-3", "WEBHOOKS seq x-3 "} {
+	for _, bad := range []string{"", "WEBHOOKS seq 3-2 (0 events)", "seq 2-3", "WEBHOOKS seq x-3 ", "WEBHOOKS seq 0 (1 event) "} {
 		if _, _, ok := ExpiredRange(bad); ok {
 			t.Errorf("ExpiredRange(%q) ok", bad)
 		}

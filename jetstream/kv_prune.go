@@ -96,6 +96,9 @@ type KeptLimits struct {
 	WebhooksExists bool
 	WebhooksMaxAge time.Duration
 	AppliedTTL     time.Duration
+	// MarksExist and DLQExists: the WATERMARKS bucket and the DLQ
+	// stream (none before a serve with the consumer role ran).
+	MarksExist, DLQExists bool
 }
 
 // ReadKeptLimits reads KeptLimits from the server.
@@ -108,5 +111,14 @@ func ReadKeptLimits(ctx context.Context, c *Conn) (KeptLimits, error) {
 	if err != nil {
 		return KeptLimits{}, err
 	}
-	return KeptLimits{WebhooksExists: ws.Exists, WebhooksMaxAge: ws.MaxAge, AppliedTTL: applied.TTL}, nil
+	marks, err := bucketStatus(ctx, c, BucketMarks)
+	if err != nil {
+		return KeptLimits{}, err
+	}
+	dlq, err := streamStatus(ctx, c, StreamDLQ)
+	if err != nil {
+		return KeptLimits{}, err
+	}
+	return KeptLimits{WebhooksExists: ws.Exists, WebhooksMaxAge: ws.MaxAge, AppliedTTL: applied.TTL,
+		MarksExist: marks.Exists, DLQExists: dlq.Exists}, nil
 }

@@ -64,13 +64,22 @@ func runWatermarks(ctx context.Context, args []string, getenv func(string) strin
 		return err
 	}
 	defer sys.Close()
-	if age, err = serverPruneAge(ctx, sys, age, *olderThan != "", stderr); err != nil {
+	kept, err := jetstream.ReadKeptLimits(ctx, sys.conn)
+	if err != nil {
+		return fmt.Errorf("watermarks prune: read how long WEBHOOKS keeps events: %w", err)
+	}
+	if age, err = serverPruneAge(sys, kept, age, *olderThan != "", stderr); err != nil {
 		return err
 	}
-
-	lettered, err := subjectsWithLetters(ctx, sys, *provider)
-	if err != nil {
-		return fmt.Errorf("watermarks prune: %w", err)
+	if !kept.MarksExist {
+		fmt.Fprintln(stdout, "watermarks prune: no WATERMARKS bucket here yet (no serve with the consumer role has run): nothing to prune")
+		return nil
+	}
+	lettered := map[string]bool{}
+	if kept.DLQExists {
+		if lettered, err = subjectsWithLetters(ctx, sys, *provider); err != nil {
+			return fmt.Errorf("watermarks prune: %w", err)
+		}
 	}
 	var audit *jetstream.AuditWriter
 	stopAudit := func() {}
@@ -178,11 +187,7 @@ func pruneAge(cfg *config.Config, flagValue string) (time.Duration, error) {
 // readOnly), and a shorter max_age or horizon there than serve's would
 // prune marks that events WEBHOOKS still holds are judged against.
 // An --older-than (explicit) under the system's bound is refused.
-func serverPruneAge(ctx context.Context, sys *system, age time.Duration, explicit bool, stderr io.Writer) (time.Duration, error) {
-	kept, err := jetstream.ReadKeptLimits(ctx, sys.conn)
-	if err != nil {
-		return 0, fmt.Errorf("watermarks prune: read how long WEBHOOKS keeps events: %w", err)
-	}
+func serverPruneAge(sys *system, kept jetstream.KeptLimits, age time.Duration, explicit bool, stderr io.Writer) (time.Duration, error) {
 	if kept.WebhooksExists && kept.WebhooksMaxAge <= 0 {
 		return 0, errors.New("watermarks prune: the running system's WEBHOOKS keeps events for good (serve's retention.webhooks.max_age is 0): a stored event of any age can be re-fed, and a mark pruned before it would let it apply after newer ones; prune needs a max_age in the config serve runs with")
 	}

@@ -200,3 +200,21 @@ func TestWatermarksPruneLostAuditIsAFailure(t *testing.T) {
 		t.Fatalf("prune with AUDIT gone: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// On a data_dir no consuming serve has run on, prune says there is
+// nothing to prune (exit 0) instead of failing on a missing stream.
+func TestWatermarksPruneBeforeAnyConsumer(t *testing.T) {
+	cfgPath := pruneConfig(t, "")
+	sys := review9Open(t, cfgPath) // the streams; review9Open provisions the buckets too
+	if err := sys.conn.JS.DeleteKeyValue(t.Context(), jetstream.BucketMarks); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.conn.JS.DeleteStream(t.Context(), jetstream.StreamDLQ); err != nil {
+		t.Fatal(err)
+	}
+	sys.Close()
+	r := review9Run(t, "", "watermarks", "prune", "--config", cfgPath, "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, "no WATERMARKS bucket here yet") {
+		t.Fatalf("prune before any consumer: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
