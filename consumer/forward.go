@@ -82,11 +82,16 @@ type Forward struct {
 	keys    [][]byte // HMAC keys; none: unsigned
 	client  *http.Client
 	now     func() time.Time
-	// pausedUntil (Unix nanoseconds) is when the receiver's last 429 or
-	// 503 with Retry-After said it takes requests again; announced is
-	// the pause PausedUntil last said was new.
-	pausedUntil, announced atomic.Int64
+	// pauseOf is the receiver's last 429 or 503 with Retry-After: when
+	// it came and when it said the receiver takes requests again (nil:
+	// none). Times keep their monotonic reading, so a wall-clock step
+	// neither lengthens nor shortens a pause; announced is the pause
+	// PausedUntil last said was new.
+	pauseOf, announced atomic.Pointer[forwardPause]
 }
+
+// forwardPause is one Retry-After: asked at from, until until.
+type forwardPause struct{ from, until time.Time }
 
 var (
 	_ Effect = (*Forward)(nil)
@@ -99,26 +104,42 @@ var (
 // attempt counted towards max_deliver, and one more request to a receiver
 // that asked for none).
 type Pauser interface {
-	// PausedUntil returns when the pause ends (zero, or not after now:
-	// none); fresh is true the first time a pause is reported.
-	PausedUntil(now time.Time) (until time.Time, fresh bool)
+	// PausedUntil returns when the pause ends, at most limit after it was
+	// asked for (zero, or not after now: none); fresh is true the first
+	// time a pause is reported.
+	PausedUntil(now time.Time, limit time.Duration) (until time.Time, fresh bool)
 }
 
-// PausedUntil implements Pauser.
-func (f *Forward) PausedUntil(now time.Time) (time.Time, bool) {
-	n := f.pausedUntil.Load()
-	if n <= now.UnixNano() {
+// PausedUntil implements Pauser. A pause is at most limit long from the
+// answer that asked for it (a Retry-After of a day held every event of the
+// provider for a day, re-parked limit at a time); a clock that went back
+// past its start ends it.
+func (f *Forward) PausedUntil(now time.Time, limit time.Duration) (time.Time, bool) {
+	p := f.pauseOf.Load()
+	if p == nil || now.Before(p.from) {
 		return time.Time{}, false
 	}
-	return time.Unix(0, n), f.announced.Swap(n) != n
+	until := p.until
+	if limit > 0 && until.Sub(p.from) > limit {
+		until = p.from.Add(limit)
+	}
+	if !until.After(now) {
+		return time.Time{}, false
+	}
+	return until, f.announced.Swap(p) != p
 }
 
-// pause records a receiver's Retry-After; a later end wins.
-func (f *Forward) pause(until time.Time) {
-	n := until.UnixNano()
+// pause records a receiver's Retry-After, asked at from; the latest answer
+// wins (one that says less than an earlier, longer one is the receiver's
+// newer word), or, answered together, the later end.
+func (f *Forward) pause(from, until time.Time) {
+	n := &forwardPause{from: from, until: until}
 	for {
-		cur := f.pausedUntil.Load()
-		if n <= cur || f.pausedUntil.CompareAndSwap(cur, n) {
+		cur := f.pauseOf.Load()
+		if cur != nil && (from.Before(cur.from) || (from.Equal(cur.from) && !until.After(cur.until))) {
+			return
+		}
+		if f.pauseOf.CompareAndSwap(cur, n) {
 			return
 		}
 	}
@@ -278,7 +299,7 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 			now := f.now()
 			fe.RetryAfter = forwardRetryAfter(resp.Header.Get("Retry-After"), now)
 			if fe.RetryAfter > 0 {
-				f.pause(now.Add(fe.RetryAfter))
+				f.pause(now, now.Add(fe.RetryAfter))
 			}
 		}
 		return fe

@@ -35,21 +35,21 @@ func TestForwardRetryAfterPauses(t *testing.T) {
 		t.Fatal("the metrics wrapper hides the forward's pause")
 	}
 	ev := Event{Key: "p:default:evt:1", Provider: "p", Body: []byte(`{}`)}
-	if until, _ := pauser.PausedUntil(time.Now()); !until.IsZero() {
+	if until, _ := pauser.PausedUntil(time.Now(), 0); !until.IsZero() {
 		t.Fatalf("paused before any answer: until %v", until)
 	}
 	before := time.Now()
 	if err := e.Apply(context.Background(), ev); err == nil {
 		t.Fatal("a 429 applied")
 	}
-	until, fresh := pauser.PausedUntil(time.Now())
+	until, fresh := pauser.PausedUntil(time.Now(), 0)
 	if !fresh || until.Before(before.Add(29*time.Second)) || until.After(time.Now().Add(31*time.Second)) {
 		t.Fatalf("after 429 Retry-After: 30: until %v (fresh %v), want about 30 s from now, fresh", until, fresh)
 	}
-	if _, fresh := pauser.PausedUntil(time.Now()); fresh {
+	if _, fresh := pauser.PausedUntil(time.Now(), 0); fresh {
 		t.Error("the same pause reported fresh twice")
 	}
-	if until, _ := pauser.PausedUntil(time.Now().Add(31 * time.Second)); !until.IsZero() {
+	if until, _ := pauser.PausedUntil(time.Now().Add(31*time.Second), 0); !until.IsZero() {
 		t.Errorf("still paused after its end: until %v", until)
 	}
 
@@ -61,7 +61,7 @@ func TestForwardRetryAfterPauses(t *testing.T) {
 	if err := g.Apply(context.Background(), ev); err == nil {
 		t.Fatal("a 503 applied")
 	}
-	if until, _ := g.PausedUntil(time.Now()); !until.IsZero() {
+	if until, _ := g.PausedUntil(time.Now(), 0); !until.IsZero() {
 		t.Errorf("a 503 without Retry-After paused the forward until %v", until)
 	}
 }

@@ -105,6 +105,19 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			return out
 		}
 		tookOver = mark.Lease != nil && mark.Lease.Key == ev.Key && !mark.Lease.Redeliver
+		if !tookOver {
+			// A forward receiver asked for quiet: wait, untried, before
+			// claiming (the in-doubt event itself goes on: it may settle
+			// without running its effects). On the stored mark: a cached
+			// or guessed one may hide that the event is stale, already
+			// applied or waits for an in-doubt one.
+			if out, paused := p.pausedEffect(m, rule, cached); paused {
+				if cached {
+					continue
+				}
+				return out
+			}
+		}
 		claimed := mark
 		claimed.Lease = &Lease{Owner: p.opts.Owner, Key: ev.Key, Until: now.Add(p.opts.LeaseTTL)}
 		newRev, err := p.putMark(ctx, key, claimed, rev)

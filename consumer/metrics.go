@@ -107,9 +107,9 @@ func (t timedEffect) Apply(ctx context.Context, ev Event) error {
 	return err
 }
 
-func (t timedEffect) PausedUntil(now time.Time) (time.Time, bool) {
+func (t timedEffect) PausedUntil(now time.Time, limit time.Duration) (time.Time, bool) {
 	if p, ok := t.e.(Pauser); ok {
-		return p.PausedUntil(now)
+		return p.PausedUntil(now, limit)
 	}
 	return time.Time{}, false
 }

@@ -249,9 +249,6 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if !ok {
 		return p.deadLetter(ctx, m, "no rule for provider "+ev.Provider+" (removed from the config?)", 0)
 	}
-	if out, paused := p.pausedEffect(m, rule); paused {
-		return out
-	}
 	if rule.Watermark {
 		if why := unorderable(ev); why != "" {
 			return p.deadLetter(ctx, m, why, 0)
@@ -361,27 +358,39 @@ func (p *Processor) panicked(ctx context.Context, m *Message, r any) Outcome {
 
 // pausedEffect keeps m waiting, untried and uncounted, while an effect of
 // its rule is paused (a forward receiver's Retry-After, up to the longest
-// consumer.backoff step, as a retry honours it). Only under Run, where it
-// can wait at the head of its subject; an operator's re-feed sends as
-// before.
-func (p *Processor) pausedEffect(m *Message, rule Rule) (Outcome, bool) {
+// consumer.backoff step from the answer that asked for it, as a retry
+// honours it). Only under Run, where it can wait at the head of its
+// subject; an operator's re-feed sends as before. applyLeased asks it
+// once the event is known to need its effects run (not stale, not
+// already applied, its subject not waiting for an in-doubt event, not
+// the in-doubt event itself, which may settle without running them):
+// asked first, such events waited out the pause for nothing, and one
+// whose subject waited for an in-doubt event forgot which (the in-doubt
+// event's redelivery then queued behind it).
+//
+// With peek, it only reports a pause (logged when new), and parks nothing.
+func (p *Processor) pausedEffect(m *Message, rule Rule, peek bool) (Outcome, bool) {
 	if !m.parkable || m.stopping() {
 		return Outcome{}, false
 	}
 	now := p.opts.Now()
+	limit := slices.Max(p.opts.Backoff)
 	for _, e := range rule.Effects {
 		pe, ok := e.(Pauser)
 		if !ok {
 			continue
 		}
-		until, fresh := pe.PausedUntil(now)
+		until, fresh := pe.PausedUntil(now, limit)
 		if until.IsZero() {
 			continue
 		}
-		d := min(until.Sub(now), slices.Max(p.opts.Backoff))
+		d := min(until.Sub(now), limit)
 		if fresh {
 			p.log.Warn("forward receiver asked to be left alone (Retry-After): the provider's events wait, untried, until then",
 				slog.String("provider", m.Event.Provider), slog.Time("until", now.Add(d).UTC()))
+		}
+		if peek {
+			return Outcome{}, true
 		}
 		p.waitAtHeadFor(m, "", d)
 		return Outcome{Decision: Retry, Reason: "forward receiver paused (Retry-After) until " + now.Add(d).UTC().Format(time.RFC3339)}, true
