@@ -168,6 +168,11 @@ func (s *system) Ready(ctx context.Context) error {
 	}
 	for _, name := range names {
 		if _, err := s.conn.JS.Stream(ctx, name); err != nil {
+			if cerr := s.conn.Connected(); cerr != nil {
+				// The connection dropped during the check: say so, not
+				// nats.go's "outbound buffer limit exceeded" (a CI run).
+				return cerr
+			}
 			return fmt.Errorf("jetstream %s: %w", name, err)
 		}
 	}
