@@ -18,24 +18,12 @@ import (
 // hookgate_consumer_events_expired_total and wrote another AUDIT record.
 func TestSourceTellsLossOnceAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	streams := jstest.Streams()
-	streams.Webhooks.MaxAge = 2 * time.Second
-	streams.Horizon = time.Second
-	streams.DedupWindow = time.Second
+	streams := shortLivedStreams()
 	var lost lostLog
 	opts := jetstream.SourceOptions{MaxAckPending: 16, AckWait: 30 * time.Second, OnLost: lost.add}
 	t.Run("applied then lost", func(t *testing.T) {
 		env := jstest.StartWith(t, dir, streams)
-		src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		storeEvent(t, env, 1)
-		if seq := nextSeq(t, src); seq != 1 {
-			t.Fatalf("first delivery: seq %d", seq)
-		}
-		src.Stop()
-		src.Unread()
+		applyFirst(t, env, opts)
 		storeEvent(t, env, 2)
 		storeEvent(t, env, 3)
 		waitGone(t, env, 3)
@@ -143,24 +131,12 @@ func TestSourceRecreatedConsumerTellsNoLoss(t *testing.T) {
 // an event after them was stored.
 func TestSourceTellsLossAfterServerRestart(t *testing.T) {
 	dir := t.TempDir()
-	streams := jstest.Streams()
-	streams.Webhooks.MaxAge = 2 * time.Second
-	streams.Horizon = time.Second
-	streams.DedupWindow = time.Second
+	streams := shortLivedStreams()
 	var lost lostLog
 	opts := jetstream.SourceOptions{MaxAckPending: 16, AckWait: 30 * time.Second, OnLost: lost.add}
 	t.Run("applied", func(t *testing.T) {
 		env := jstest.StartWith(t, dir, streams)
-		src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		storeEvent(t, env, 1)
-		if seq := nextSeq(t, src); seq != 1 {
-			t.Fatalf("first delivery: seq %d", seq)
-		}
-		src.Stop()
-		src.Unread()
+		applyFirst(t, env, opts)
 	})
 	t.Run("gateway only: lost, then a new event", func(t *testing.T) {
 		env := jstest.StartWith(t, dir, streams)

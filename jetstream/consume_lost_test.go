@@ -34,11 +34,32 @@ func (l *lostLog) get() [][2]uint64 {
 // shortLived starts a server whose WEBHOOKS keeps events for 2 s.
 func shortLived(t *testing.T) *jstest.Env {
 	t.Helper()
+	return jstest.StartWith(t, "", shortLivedStreams())
+}
+
+// shortLivedStreams are the streams of shortLived.
+func shortLivedStreams() jetstream.StreamsConfig {
 	streams := jstest.Streams()
 	streams.Webhooks.MaxAge = 2 * time.Second
 	streams.Horizon = time.Second
 	streams.DedupWindow = time.Second
-	return jstest.StartWith(t, "", streams)
+	return streams
+}
+
+// applyFirst opens a source, stores event 1, takes and acknowledges its
+// delivery, and stops the source: a consumer that delivered seq 1.
+func applyFirst(t *testing.T, env *jstest.Env, opts jetstream.SourceOptions) {
+	t.Helper()
+	src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeEvent(t, env, 1)
+	if seq := nextSeq(t, src); seq != 1 {
+		t.Fatalf("first delivery: seq %d", seq)
+	}
+	src.Stop()
+	src.Unread()
 }
 
 func storeEvent(t *testing.T, env *jstest.Env, n int) {
@@ -91,23 +112,14 @@ func TestSourceTellsEventsGoneWhileStopped(t *testing.T) {
 	env := shortLived(t)
 	var lost lostLog
 	opts := jetstream.SourceOptions{MaxAckPending: 16, AckWait: 30 * time.Second, OnLost: lost.add}
-	storeEvent(t, env, 1)
-	src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if seq := nextSeq(t, src); seq != 1 {
-		t.Fatalf("first delivery: seq %d", seq)
-	}
-	src.Stop()
-	src.Unread()
+	applyFirst(t, env, opts)
 	storeEvent(t, env, 2)
 	storeEvent(t, env, 3)
 	waitGone(t, env, 3)
 	// An event after them is stored (with none, they are told at the
 	// next delivery: TestSourceTellsLossOnceAcrossRestarts).
 	storeEvent(t, env, 4)
-	src, err = jetstream.OpenSource(t.Context(), env.Conn, opts)
+	src, err := jetstream.OpenSource(t.Context(), env.Conn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
