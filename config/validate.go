@@ -360,7 +360,9 @@ func (c *Config) checkConsumer(k *checker) {
 	}
 }
 
-func validProviderName(s string) bool {
+// ValidProviderName reports whether s may name a provider: [a-z0-9_-]+
+// (a URL path segment and a NATS subject token).
+func ValidProviderName(s string) bool {
 	if s == "" {
 		return false
 	}
@@ -375,7 +377,7 @@ func validProviderName(s string) bool {
 
 func checkProvider(k *checker, name string, p Provider) {
 	key := "providers." + name
-	if !validProviderName(name) {
+	if !ValidProviderName(name) {
 		k.errorf(key, "provider name must match [a-z0-9_-]+ (it is a URL path segment and a NATS subject token)")
 	}
 	checkSignature(k, key+".signature", p.Signature)

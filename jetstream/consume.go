@@ -352,7 +352,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		s.lastFirst = before
 		return s, nil
 	}
-	if s.lastFirst = cons.CachedInfo().Delivered.Stream; s.lastFirst > 0 {
+	if s.lastFirst = info.Delivered.Stream; s.lastFirst > 0 {
 		// Gone while nothing pulled (serve stopped, or gateway-only),
 		// told now, not at the next event, when an event after them is
 		// stored (its delivery, coming next, moves the consumer's last
@@ -360,7 +360,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		// told now, they were told again at every later open (a restart,
 		// a lock handover) until an event came (review AX); they are told
 		// at the first delivery instead (message).
-		s.lostBefore(ctx, 0)
+		s.tellLost(state, 0)
 	}
 	return s, nil
 }
@@ -380,9 +380,8 @@ func consumerCreated(info *js.ConsumerInfo) time.Time {
 	return info.Created
 }
 
-// lostBefore tells OnLost of the sequences after lastFirst and before
-// next that are no longer stored, and moves lastFirst past them. next 0
-// (at open): before the first stored event, nothing when none is stored.
+// lostBefore reads WEBHOOKS' state and tells what is lost before next
+// (tellLost).
 func (s *Source) lostBefore(ctx context.Context, next uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -392,7 +391,14 @@ func (s *Source) lostBefore(ctx context.Context, next uint64) {
 			slog.Uint64("after_seq", s.lastFirst), slog.String("error", err.Error()))
 		return
 	}
-	state := st.CachedInfo().State
+	s.tellLost(st.CachedInfo().State, next)
+}
+
+// tellLost tells OnLost of the sequences after lastFirst and before next
+// that WEBHOOKS (as of state) no longer stores, and moves lastFirst past
+// them. next 0 (at open): before the first stored event, nothing when
+// none is stored.
+func (s *Source) tellLost(state js.StreamState, next uint64) {
 	if state.FirstSeq == 0 {
 		return // a stream that never stored anything
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookgate/hookgate/consumer"
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // MarkEntry is one WATERMARKS entry as ReadMarks finds it.
@@ -67,19 +68,15 @@ func PruneMark(ctx context.Context, c *Conn, key string, rev uint64) (pruned boo
 		return false, classify("prune watermark "+key, err)
 	}
 	var answer struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Success bool   `json:"success"`
-		Purged  uint64 `json:"purged"`
+		Error   *js.APIError `json:"error"`
+		Success bool         `json:"success"`
+		Purged  uint64       `json:"purged"`
 	}
 	if err := json.Unmarshal(resp.Data, &answer); err != nil {
 		return false, fmt.Errorf("prune watermark %s: unreadable answer: %w", key, err)
 	}
 	if answer.Error != nil {
-		return false, fmt.Errorf("prune watermark %s: nats: %s (%d)", key, answer.Error.Description, answer.Error.ErrCode)
+		return false, fmt.Errorf("prune watermark %s: nats: %w", key, answer.Error)
 	}
 	if !answer.Success {
 		return false, fmt.Errorf("prune watermark %s: the server did not confirm the purge", key)

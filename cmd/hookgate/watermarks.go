@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -18,8 +17,6 @@ import (
 )
 
 const watermarksUsage = "want 'hookgate watermarks prune --config FILE [--older-than D] [--provider P] [--dry-run]'"
-
-var providerName = regexp.MustCompile(`^[a-z0-9_-]+$`)
 
 // runWatermarks is `hookgate watermarks prune`: WATERMARKS keeps one entry
 // per subject for good (a mark aged out would let an older event of its
@@ -45,7 +42,7 @@ func runWatermarks(ctx context.Context, args []string, getenv func(string) strin
 	if fs.NArg() > 0 {
 		return usagef("watermarks prune: unexpected %q; %s", fs.Arg(0), watermarksUsage)
 	}
-	if *provider != "" && !providerName.MatchString(*provider) {
+	if *provider != "" && !config.ValidProviderName(*provider) {
 		return usagef("watermarks prune: --provider %q is not a provider name ([a-z0-9_-]+)", *provider)
 	}
 	cfg, err := loadConfig(*cfgPath, getenv)
@@ -68,7 +65,7 @@ func runWatermarks(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("watermarks prune: read how long WEBHOOKS keeps events: %w", err)
 	}
-	if age, err = serverPruneAge(sys, kept, age, *olderThan != "", stderr); err != nil {
+	if age, err = serverPruneAge(cfg, kept, age, *olderThan != "", stderr); err != nil {
 		return err
 	}
 	if !kept.MarksExist {
@@ -187,11 +184,10 @@ func pruneAge(cfg *config.Config, flagValue string) (time.Duration, error) {
 // readOnly), and a shorter max_age or horizon there than serve's would
 // prune marks that events WEBHOOKS still holds are judged against.
 // An --older-than (explicit) under the system's bound is refused.
-func serverPruneAge(sys *system, kept jetstream.KeptLimits, age time.Duration, explicit bool, stderr io.Writer) (time.Duration, error) {
+func serverPruneAge(cfg *config.Config, kept jetstream.KeptLimits, age time.Duration, explicit bool, stderr io.Writer) (time.Duration, error) {
 	if kept.WebhooksExists && kept.WebhooksMaxAge <= 0 {
 		return 0, errors.New("watermarks prune: the running system's WEBHOOKS keeps events for good (serve's retention.webhooks.max_age is 0): a stored event of any age can be re-fed, and a mark pruned before it would let it apply after newer ones; prune needs a max_age in the config serve runs with")
 	}
-	cfg := sys.cfg
 	maxAge := max(cfg.Retention.Webhooks.MaxAge, kept.WebhooksMaxAge)
 	horizon := max(cfg.Dedup.Horizon, kept.AppliedTTL)
 	least := maxAge + horizon
