@@ -25,6 +25,9 @@ const (
 	// DecisionExpiredUnapplied: stored events that left WEBHOOKS at its
 	// max_age before the consumer delivered them (an addition too).
 	DecisionExpiredUnapplied = "expired-unapplied"
+	// DecisionRestored: an operator's `restore` recreated the streams
+	// from a backup (an addition too); its reason names the backup.
+	DecisionRestored = "restored"
 )
 
 // Actors that make decisions.

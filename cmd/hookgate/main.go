@@ -70,6 +70,9 @@ Usage:
   hookgate status --config FILE [--json]  running serves, streams, consumer lag, DLQ depth, dedup store size
   hookgate watermarks prune --config FILE [--older-than D] [--provider P] [--dry-run]
                                           remove marks too old to decide any event
+  hookgate backup --config FILE --out DIR snapshot every stream of the running system
+  hookgate restore --config FILE --from DIR
+                                          recreate the streams from a backup on a new data_dir
   hookgate version
 
 HOOKGATE_CONFIG may stand in for --config.
@@ -102,6 +105,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runDLQ(ctx, args[1:], getenv, stdout, stderr)
 	case "watermarks":
 		return runWatermarks(ctx, args[1:], getenv, stdout, stderr)
+	case "backup":
+		return runBackup(ctx, args[1:], getenv, stdout, stderr)
+	case "restore":
+		return runRestore(ctx, args[1:], getenv, stdout, stderr)
 	case "status":
 		return runStatus(ctx, args[1:], getenv, stdout, stderr)
 	case "trace":

@@ -1,0 +1,393 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+const (
+	backupUsage  = "want 'hookgate backup --config FILE --out DIR'"
+	restoreUsage = "want 'hookgate restore --config FILE --from DIR'"
+	// backupFormat names manifest.json's layout; restore refuses others.
+	backupFormat = "hookgate-backup/1"
+	manifestFile = "manifest.json"
+)
+
+// backupManifest is DIR/manifest.json, written last: a directory without
+// it is no backup.
+type backupManifest struct {
+	Format   string    `json:"format"`
+	Hookgate string    `json:"hookgate"`
+	Server   string    `json:"nats_server"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	// ApplyFloor is the apply consumer's ack floor read before any
+	// stream (see jetstream.BackupStreams); restore delivers every event
+	// above it again. Nil: there was no apply consumer.
+	ApplyFloor *uint64        `json:"apply_floor,omitempty"`
+	Streams    []backupStream `json:"streams"` // in the order taken, and restored
+}
+
+type backupStream struct {
+	Name   string          `json:"name"`
+	File   string          `json:"file"`
+	Bytes  int64           `json:"bytes"`
+	SHA256 string          `json:"sha256"`
+	Config json.RawMessage `json:"config"` // as the server reported it
+	State  json.RawMessage `json:"state"`
+}
+
+// streamCounts reads what an operator checks in a stream's state.
+func (b backupStream) counts() (msgs, consumers uint64) {
+	var s struct {
+		Msgs      uint64 `json:"messages"`
+		Consumers uint64 `json:"consumer_count"`
+	}
+	_ = json.Unmarshal(b.State, &s)
+	return s.Msgs, s.Consumers
+}
+
+// runBackup is `hookgate backup`: a snapshot of every hookgate stream of
+// the running system (or of a data_dir nothing runs on), taken one after
+// another in jetstream.BackupStreams' order so that it restores to a
+// state the consumer goes on from, which a copy of a running data_dir
+// does not (see the README's "Backup and restore").
+func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	out := fs.String("out", "", "directory to write the backup to (new, or empty)")
+	if err := fs.Parse(args); err != nil {
+		return usagef("backup: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("backup: unexpected %q; %s", fs.Arg(0), backupUsage)
+	}
+	if *out == "" {
+		return usagef("backup: --out is required; %s", backupUsage)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	created, err := backupDir(*out)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys, err := openForCLI(ctx, cfg, logger, readOnly)
+	if err != nil {
+		removeBackup(*out, nil, created)
+		return err
+	}
+	defer sys.Close()
+	m := backupManifest{Format: backupFormat, Hookgate: buildVersion(), Server: sys.conn.NC.ConnectedServerVersion(), Started: time.Now().UTC()}
+	floor, ok, err := jetstream.ApplyFloor(ctx, sys.conn)
+	if err != nil {
+		removeBackup(*out, nil, created)
+		return fmt.Errorf("backup: %w", err)
+	}
+	if ok {
+		m.ApplyFloor = &floor
+	}
+	var written []string
+	for _, name := range jetstream.BackupStreams {
+		b, err := backupOne(ctx, sys.conn, *out, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && name != jetstream.StreamWebhooks {
+			// A bucket no consumer made yet: nothing of it to keep.
+			fmt.Fprintf(stdout, "%s\tnot on the server: skipped\n", name)
+			continue
+		}
+		if err != nil {
+			removeBackup(*out, append(written, name+".snap.part"), created)
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("backup: no WEBHOOKS stream here: nothing to back up (has serve run with this config's nats settings?)")
+			}
+			return fmt.Errorf("backup: %s: %w (nothing kept in %s)", name, err, *out)
+		}
+		written = append(written, b.File)
+		m.Streams = append(m.Streams, b)
+		msgs, consumers := b.counts()
+		fmt.Fprintf(stdout, "%s\t%d messages\t%d consumers\t%s\t%s\n", name, msgs, consumers, humanBytes(uint64(b.Bytes)), b.File)
+	}
+	m.Finished = time.Now().UTC()
+	if err := writeManifest(*out, m); err != nil {
+		removeBackup(*out, append(written, manifestFile+".part"), created)
+		return fmt.Errorf("backup: %w (nothing kept in %s)", err, *out)
+	}
+	var total int64
+	for _, b := range m.Streams {
+		total += b.Bytes
+	}
+	fmt.Fprintf(stdout, "backup of %d streams in %s (%s, %s); restore it with 'hookgate restore --config FILE --from %s' onto a new data_dir\n",
+		len(m.Streams), *out, humanBytes(uint64(total)), m.Finished.Sub(m.Started).Round(time.Millisecond), *out)
+	return nil
+}
+
+// backupDir makes dir, or accepts it empty; created tells whether this
+// call made it (so a failed backup removes it again).
+func backupDir(dir string) (created bool, err error) {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return false, fmt.Errorf("backup: --out: %w", err)
+		}
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("backup: --out: %w", err)
+	case len(entries) > 0:
+		return false, fmt.Errorf("backup: --out %s is not empty: give a new directory (a backup never overwrites another)", dir)
+	}
+	return false, nil
+}
+
+// backupOne snapshots one stream into dir/<name>.snap, written whole or
+// not at all.
+func backupOne(ctx context.Context, c *jetstream.Conn, dir, name string) (backupStream, error) {
+	b := backupStream{Name: name, File: name + ".snap"}
+	part := filepath.Join(dir, b.File+".part")
+	f, err := os.OpenFile(part, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return b, err
+	}
+	h := sha256.New()
+	info, err := jetstream.Snapshot(ctx, c, name, io.MultiWriter(f, h))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(part, filepath.Join(dir, b.File))
+	}
+	if err != nil {
+		_ = os.Remove(part)
+		return b, err
+	}
+	b.Bytes, b.SHA256, b.Config, b.State = info.Bytes, hex.EncodeToString(h.Sum(nil)), info.Config, info.State
+	return b, nil
+}
+
+func writeManifest(dir string, m backupManifest) error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	part := filepath.Join(dir, manifestFile+".part")
+	f, err := os.OpenFile(part, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(data, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(part, filepath.Join(dir, manifestFile))
+	}
+	if err == nil {
+		// The renames are durable once the directory is.
+		if d, derr := os.Open(dir); derr == nil {
+			err = d.Sync()
+			_ = d.Close()
+		}
+	}
+	return err
+}
+
+// removeBackup removes what a failed backup wrote, and dir when it made it.
+func removeBackup(dir string, files []string, created bool) {
+	for _, f := range files {
+		_ = os.Remove(filepath.Join(dir, f))
+	}
+	if created {
+		_ = os.Remove(dir)
+	}
+}
+
+// runRestore is `hookgate restore`: the streams of a backup, recreated on
+// a new data_dir (or a cluster without hookgate's streams), in the order
+// they were taken.
+func runRestore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfgPath := fs.String("config", "", "config file")
+	from := fs.String("from", "", "directory hookgate backup wrote")
+	if err := fs.Parse(args); err != nil {
+		return usagef("restore: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("restore: unexpected %q; %s", fs.Arg(0), restoreUsage)
+	}
+	if *from == "" {
+		return usagef("restore: --from is required; %s", restoreUsage)
+	}
+	cfg, err := loadConfig(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	m, err := readBackup(*from)
+	if err != nil {
+		return err
+	}
+	if cfg.NATS.URL == "" {
+		if err := newDataDir(cfg.NATS.Embedded.DataDir); err != nil {
+			return err
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	sys, err := openForCLI(ctx, cfg, logger, readOnly)
+	if err != nil {
+		return err
+	}
+	defer sys.Close()
+	var there []string
+	for _, b := range m.Streams {
+		if _, err := sys.conn.JS.Stream(ctx, b.Name); err == nil {
+			there = append(there, b.Name)
+		}
+	}
+	if len(there) > 0 {
+		return fmt.Errorf("restore: %s already on the target (a running serve, or a store in use): restore onto a new data_dir, or a cluster without hookgate's streams", strings.Join(there, ", "))
+	}
+	replicas := 1
+	if cfg.NATS.URL != "" {
+		replicas = cfg.NATS.Replicas
+	}
+	var done []string
+	for _, b := range m.Streams {
+		if err := restoreOne(ctx, sys.conn, *from, b, replicas); err != nil {
+			undone := undoRestore(sys.conn, done)
+			return fmt.Errorf("restore: %s: %w%s", b.Name, err, undone)
+		}
+		done = append(done, b.Name)
+		msgs, consumers := b.counts()
+		fmt.Fprintf(stdout, "restored %s\t%d messages\t%d consumers\n", b.Name, msgs, consumers)
+		if b.Name == jetstream.StreamWebhooks && m.ApplyFloor != nil {
+			// The snapshot holds the consumer as it was when WEBHOOKS
+			// was read, after the streams its acks stand for: deliver
+			// everything above the floor read first again.
+			if err := jetstream.ResetConsumer(ctx, sys.conn, jetstream.StreamWebhooks, jetstream.DurableApply, *m.ApplyFloor+1); err != nil {
+				undone := undoRestore(sys.conn, done)
+				return fmt.Errorf("restore: %w%s", err, undone)
+			}
+			fmt.Fprintf(stdout, "consumer %s delivers again from seq %d (acknowledged up to %d when the backup began)\n", jetstream.DurableApply, *m.ApplyFloor+1, *m.ApplyFloor)
+		}
+	}
+	audit, stopAudit := startAudit(sys, logger, 16, nil)
+	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionRestored, Actor: event.ActorOperator,
+		Reason: fmt.Sprintf("restored from the backup %s took at %s (streams %s)", m.Hookgate, m.Started.Format(time.RFC3339), strings.Join(done, ", "))})
+	stopAudit()
+	if audit.Failed() > 0 {
+		fmt.Fprintln(stderr, "hookgate: restore: the restore's AUDIT record was not written (the streams are restored)")
+	}
+	fmt.Fprintf(stdout, "restored %d streams from %s (backup taken at %s); start serve with this config: events stored after the backup began and not in it are not there, and the key index is read back from WEBHOOKS before serve takes webhooks\n",
+		len(done), *from, m.Started.Format(time.RFC3339))
+	return nil
+}
+
+// readBackup reads dir's manifest and checks every file it names against
+// its size and digest, before anything is restored.
+func readBackup(dir string) (backupManifest, error) {
+	var m backupManifest
+	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return m, fmt.Errorf("restore: %s has no %s: not a backup, or one that did not finish", dir, manifestFile)
+	}
+	if err != nil {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("restore: %s: %w", filepath.Join(dir, manifestFile), err)
+	}
+	if m.Format != backupFormat {
+		return m, fmt.Errorf("restore: %s: format %q, this hookgate reads %q", filepath.Join(dir, manifestFile), m.Format, backupFormat)
+	}
+	if !slices.ContainsFunc(m.Streams, func(b backupStream) bool { return b.Name == jetstream.StreamWebhooks }) {
+		return m, fmt.Errorf("restore: %s: no WEBHOOKS stream in it", filepath.Join(dir, manifestFile))
+	}
+	for _, b := range m.Streams {
+		if b.File != filepath.Base(b.File) || !strings.HasSuffix(b.File, ".snap") {
+			return m, fmt.Errorf("restore: %s: stream %s's file %q is not a snapshot file name", filepath.Join(dir, manifestFile), b.Name, b.File)
+		}
+		f, err := os.Open(filepath.Join(dir, b.File))
+		if err != nil {
+			return m, fmt.Errorf("restore: %w", err)
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, f)
+		_ = f.Close()
+		if err != nil {
+			return m, fmt.Errorf("restore: %w", err)
+		}
+		if n != b.Bytes || hex.EncodeToString(h.Sum(nil)) != b.SHA256 {
+			return m, fmt.Errorf("restore: %s does not match the manifest (%d bytes, want %d, or another sha256): the backup is damaged; nothing restored", filepath.Join(dir, b.File), n, b.Bytes)
+		}
+	}
+	return m, nil
+}
+
+// newDataDir makes sure data_dir is new: absent (made now) or empty. A
+// data_dir with a store in it keeps files a restored one must not meet
+// (the key index's webhooks-keys.idx, another store's streams).
+func newDataDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return os.MkdirAll(dir, 0o700)
+	case err != nil:
+		return fmt.Errorf("restore: nats.embedded.data_dir: %w", err)
+	case len(entries) > 0:
+		return fmt.Errorf("restore: nats.embedded.data_dir %s is not empty: restore onto a new data_dir (point the config at a new directory, or move this one away)", dir)
+	}
+	return nil
+}
+
+func restoreOne(ctx context.Context, c *jetstream.Conn, dir string, b backupStream, replicas int) error {
+	f, err := os.Open(filepath.Join(dir, b.File))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return jetstream.Restore(ctx, c, b.Config, b.State, replicas, f)
+}
+
+// undoRestore deletes the streams a failed restore made, so that running
+// it again finds the target as it was; it says what it did.
+func undoRestore(c *jetstream.Conn, names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var left []string
+	for _, n := range names {
+		if err := c.JS.DeleteStream(ctx, n); err != nil {
+			left = append(left, n)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Sprintf("; %s restored before it could not be removed: delete them (or the data_dir) before running restore again", strings.Join(left, ", "))
+	}
+	return fmt.Sprintf("; removed %s restored before it, so restore can run again", strings.Join(names, ", "))
+}
