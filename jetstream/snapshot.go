@@ -49,18 +49,36 @@ func ApplyFloor(ctx context.Context, c *Conn) (floor uint64, ok bool, err error)
 }
 
 // ResetConsumer makes consumer of stream deliver again from seq: every
-// event from it on counts as never delivered (nats-server 2.14+).
+// event from it on counts as never delivered (nats-server 2.14+). Only the
+// consumer's leader answers, and a consumer just restored on a cluster
+// has none for a moment: the request is sent again until one answers,
+// for up to resetWait.
 func ResetConsumer(ctx context.Context, c *Conn, stream, consumer string, seq uint64) error {
 	req := fmt.Appendf(nil, `{"seq":%d}`, seq)
-	a, err := apiRequest(ctx, c, apiPrefix+"CONSUMER.RESET."+stream+"."+consumer, req)
-	if err != nil {
-		return classify("reset consumer "+consumer, err)
+	subject := apiPrefix + "CONSUMER.RESET." + stream + "." + consumer
+	end := time.Now().Add(resetWait)
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := c.NC.RequestWithContext(actx, subject, req)
+		cancel()
+		if err == nil {
+			var a apiReply
+			if err := json.Unmarshal(m.Data, &a); err != nil {
+				return fmt.Errorf("reset consumer %s: unreadable answer %q", consumer, m.Data)
+			}
+			if err := a.err(); err != nil {
+				return fmt.Errorf("reset consumer %s to seq %d: %w", consumer, seq, err)
+			}
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(end) {
+			return classify(fmt.Sprintf("reset consumer %s (no leader answered within %s)", consumer, resetWait), err)
+		}
 	}
-	if err := a.err(); err != nil {
-		return fmt.Errorf("reset consumer %s to seq %d: %w", consumer, seq, err)
-	}
-	return nil
 }
+
+// resetWait bounds ResetConsumer's wait for a consumer leader.
+const resetWait = time.Minute
 
 // SnapshotInfo is what the server said of a stream as its snapshot began.
 type SnapshotInfo struct {
@@ -159,13 +177,25 @@ var ErrStreamNotFound = errors.New("stream not found")
 // ErrStreamExists: Restore's stream is on the server already.
 var ErrStreamExists = errors.New("stream exists")
 
+// RestoreOptions adapt a restored stream to its new place.
+type RestoreOptions struct {
+	// Replicas (> 0) replaces the stream's replica count: the target's
+	// config decides it.
+	Replicas int
+	// ClusterHorizon (> 0): the target is a cluster, where no embedded
+	// key index keeps WEBHOOKS's keys (see StreamsConfig.KeyIndex). A
+	// WEBHOOKS restored there loses the key index's mark (a gateway would
+	// refuse it) and gets this duplicate window, as Provision gives a
+	// cluster's.
+	ClusterHorizon time.Duration
+}
+
 // Restore creates a stream from a snapshot Snapshot wrote, read from r:
 // its messages and its consumers with their state. config and state are
-// the SnapshotInfo taken with it; replicas (> 0) replaces the stream's
-// replica count (the target's config decides it). Returns ErrStreamExists
-// (wrapped) when the stream is on the server already, and the server's
-// reason when it refuses the snapshot (a damaged or cut-short one).
-func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, replicas int, r io.Reader) error {
+// the SnapshotInfo taken with it. Returns ErrStreamExists (wrapped) when
+// the stream is on the server already, and the server's reason when it
+// refuses the snapshot (a damaged or cut-short one).
+func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, o RestoreOptions, r io.Reader) error {
 	var cfg map[string]json.RawMessage
 	var name string
 	if err := json.Unmarshal(config, &cfg); err != nil {
@@ -174,8 +204,20 @@ func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, replic
 	if err := json.Unmarshal(cfg["name"], &name); err != nil || name == "" {
 		return errors.New("restore: stream config names no stream")
 	}
-	if replicas > 0 {
-		cfg["num_replicas"] = json.RawMessage(fmt.Sprint(replicas))
+	if o.Replicas > 0 {
+		cfg["num_replicas"] = json.RawMessage(fmt.Sprint(o.Replicas))
+	}
+	if name == StreamWebhooks && o.ClusterHorizon > 0 {
+		var meta map[string]string
+		if raw, ok := cfg["metadata"]; ok {
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return fmt.Errorf("restore %s: metadata: %w", name, err)
+			}
+		}
+		delete(meta, KeyIndexMetadata)
+		m, _ := json.Marshal(meta)
+		cfg["metadata"] = m
+		cfg["duplicate_window"] = json.RawMessage(fmt.Sprint(o.ClusterHorizon.Nanoseconds()))
 	}
 	req, err := json.Marshal(map[string]any{"config": cfg, "state": state})
 	if err != nil {

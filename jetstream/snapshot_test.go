@@ -83,14 +83,14 @@ func TestSnapshotRestoreStream(t *testing.T) {
 	defer cb.Close()
 
 	// Cut short: the server refuses it and keeps no stream.
-	if err := Restore(ctx, cb, info.Config, info.State, 1, bytes.NewReader(snap.Bytes()[:snap.Len()/2])); err == nil {
+	if err := Restore(ctx, cb, info.Config, info.State, RestoreOptions{Replicas: 1}, bytes.NewReader(snap.Bytes()[:snap.Len()/2])); err == nil {
 		t.Fatal("a snapshot cut in half was restored")
 	}
 	if _, err := cb.JS.Stream(ctx, StreamWebhooks); !errors.Is(err, js.ErrStreamNotFound) {
 		t.Fatalf("after the refused restore the stream is there: %v", err)
 	}
 
-	if err := Restore(ctx, cb, info.Config, info.State, 1, bytes.NewReader(snap.Bytes())); err != nil {
+	if err := Restore(ctx, cb, info.Config, info.State, RestoreOptions{Replicas: 1}, bytes.NewReader(snap.Bytes())); err != nil {
 		t.Fatal(err)
 	}
 	st, err := cb.JS.Stream(ctx, StreamWebhooks)
@@ -128,7 +128,7 @@ func TestSnapshotRestoreStream(t *testing.T) {
 	if ci.AckFloor.Stream != 100 || ci.NumPending != n-100 {
 		t.Fatalf("restored consumer: ack floor %d, %d pending; want 100, %d", ci.AckFloor.Stream, ci.NumPending, n-100)
 	}
-	if err := Restore(ctx, cb, info.Config, info.State, 1, bytes.NewReader(snap.Bytes())); !errors.Is(err, ErrStreamExists) {
+	if err := Restore(ctx, cb, info.Config, info.State, RestoreOptions{Replicas: 1}, bytes.NewReader(snap.Bytes())); !errors.Is(err, ErrStreamExists) {
 		t.Fatalf("restoring over the stream: %v, want ErrStreamExists", err)
 	}
 

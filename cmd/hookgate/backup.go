@@ -270,13 +270,13 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if len(there) > 0 {
 		return fmt.Errorf("restore: %s already on the target (a running serve, or a store in use): restore onto a new data_dir, or a cluster without hookgate's streams", strings.Join(there, ", "))
 	}
-	replicas := 1
+	o := jetstream.RestoreOptions{Replicas: 1}
 	if cfg.NATS.URL != "" {
-		replicas = cfg.NATS.Replicas
+		o = jetstream.RestoreOptions{Replicas: cfg.NATS.Replicas, ClusterHorizon: cfg.Dedup.Horizon}
 	}
 	var done []string
 	for _, b := range m.Streams {
-		if err := restoreOne(ctx, sys.conn, *from, b, replicas); err != nil {
+		if err := restoreOne(ctx, sys.conn, *from, b, o); err != nil {
 			undone := undoRestore(sys.conn, done)
 			return fmt.Errorf("restore: %s: %w%s", b.Name, err, undone)
 		}
@@ -363,13 +363,13 @@ func newDataDir(dir string) error {
 	return nil
 }
 
-func restoreOne(ctx context.Context, c *jetstream.Conn, dir string, b backupStream, replicas int) error {
+func restoreOne(ctx context.Context, c *jetstream.Conn, dir string, b backupStream, o jetstream.RestoreOptions) error {
 	f, err := os.Open(filepath.Join(dir, b.File))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	return jetstream.Restore(ctx, c, b.Config, b.State, replicas, f)
+	return jetstream.Restore(ctx, c, b.Config, b.State, o, f)
 }
 
 // undoRestore deletes the streams a failed restore made, so that running
