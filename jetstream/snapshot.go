@@ -13,72 +13,17 @@ import (
 )
 
 // BackupStreams are the streams a backup holds, in the order it takes
-// them. A running system writes an event's apply as: effects (GRANTS),
-// its key (APPLIED), the commit (WATERMARKS), the ack (WEBHOOKS's
-// consumer). A backup reads the apply consumer's ack floor first
-// (ApplyFloor) and then the streams in the reverse of that order, so every
-// event at or below the floor has its commit, key and GRANTS message in
-// the streams taken after it; the events above it go back to the consumer
-// at the restore (ResetConsumer), which decides each again against the
-// restored marks, as after a crash: applied already, stale, or applied
-// now. WEBHOOKS comes after GRANTS, so every event a mark or a lease
-// names (leased at the latest while WATERMARKS was read) is in it to be
-// delivered again (review AS and AT: a copy of a running data_dir had it
-// the other way round and lost events). DLQ and AUDIT come last: a letter
-// is written before its event's ack, and AUDIT only tells.
-// HOOKGATE_LOCKS is left out: its entries are the running serves' locks,
-// meaningless to a restored one.
-var BackupStreams = []string{"KV_" + BucketMarks, "KV_" + BucketApplied, StreamGrants, StreamWebhooks, StreamDLQ, StreamAudit}
-
-// ApplyFloor returns the apply consumer's ack floor (the WEBHOOKS sequence
-// up to which every event is acknowledged); ok is false when there is no
-// such consumer (no serve with the consumer role has run).
-func ApplyFloor(ctx context.Context, c *Conn) (floor uint64, ok bool, err error) {
-	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
-	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, classify("read the apply consumer", err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return 0, false, classify("read the apply consumer", err)
-	}
-	return info.AckFloor.Stream, true, nil
-}
-
-// ResetConsumer makes consumer of stream deliver again from seq: every
-// event from it on counts as never delivered (nats-server 2.14+). Only the
-// consumer's leader answers, and a consumer just restored on a cluster
-// has none for a moment: the request is sent again until one answers,
-// for up to resetWait.
-func ResetConsumer(ctx context.Context, c *Conn, stream, consumer string, seq uint64) error {
-	req := fmt.Appendf(nil, `{"seq":%d}`, seq)
-	subject := apiPrefix + "CONSUMER.RESET." + stream + "." + consumer
-	end := time.Now().Add(resetWait)
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		m, err := c.NC.RequestWithContext(actx, subject, req)
-		cancel()
-		if err == nil {
-			var a apiReply
-			if err := json.Unmarshal(m.Data, &a); err != nil {
-				return fmt.Errorf("reset consumer %s: unreadable answer %q", consumer, m.Data)
-			}
-			if err := a.err(); err != nil {
-				return fmt.Errorf("reset consumer %s to seq %d: %w", consumer, seq, err)
-			}
-			return nil
-		}
-		if ctx.Err() != nil || time.Now().After(end) {
-			return classify(fmt.Sprintf("reset consumer %s (no leader answered within %s)", consumer, resetWait), err)
-		}
-	}
-}
-
-// resetWait bounds ResetConsumer's wait for a consumer leader.
-const resetWait = time.Minute
+// them. The backup pauses every consumer first (SubjectPause), so nothing
+// is applied while it reads them: the marks, applied keys, GRANTS
+// messages and the consumer's acknowledgements (in WEBHOOKS's snapshot)
+// are of one moment, and the events stored while it reads are in WEBHOOKS,
+// not yet applied. (Read while the consumer applied, the streams held an
+// event's ack without its mark or a mark behind a GRANTS message, whatever
+// their order: reviews AS, AT and BA.) DLQ comes first: an operator's `dlq
+// replay` is not paused, and a letter it re-feeds meanwhile is then kept
+// with its event applied, not lost. HOOKGATE_LOCKS is left out: its
+// entries are the running serves' locks, meaningless to a restored one.
+var BackupStreams = []string{StreamDLQ, "KV_" + BucketMarks, "KV_" + BucketApplied, StreamGrants, StreamWebhooks, StreamAudit}
 
 // SnapshotInfo is what the server said of a stream as its snapshot began.
 type SnapshotInfo struct {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
@@ -36,11 +37,10 @@ type backupManifest struct {
 	Server   string    `json:"nats_server"`
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	// ApplyFloor is the apply consumer's ack floor read before any
-	// stream (see jetstream.BackupStreams); restore delivers every event
-	// above it again. Nil: there was no apply consumer.
-	ApplyFloor *uint64        `json:"apply_floor,omitempty"`
-	Streams    []backupStream `json:"streams"` // in the order taken, and restored
+	// Paused are the serves whose consumer the backup paused (none: no
+	// serve with the consumer role ran).
+	Paused  []string       `json:"paused"`
+	Streams []backupStream `json:"streams"` // in the order taken, and restored
 }
 
 type backupStream struct {
@@ -97,14 +97,13 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	defer sys.Close()
 	m := backupManifest{Format: backupFormat, Hookgate: buildVersion(), Server: sys.conn.NC.ConnectedServerVersion(), Started: time.Now().UTC()}
-	floor, ok, err := jetstream.ApplyFloor(ctx, sys.conn)
+	paused, resume, err := pauseConsumers(ctx, sys, stdout)
 	if err != nil {
 		removeBackup(*out, nil, created)
-		return fmt.Errorf("backup: %w", err)
+		return err
 	}
-	if ok {
-		m.ApplyFloor = &floor
-	}
+	defer resume()
+	m.Paused = paused
 	var written []string
 	for _, name := range jetstream.BackupStreams {
 		b, err := backupOne(ctx, sys.conn, *out, name)
@@ -125,6 +124,7 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 		msgs, consumers := b.counts()
 		fmt.Fprintf(stdout, "%s\t%d messages\t%d consumers\t%s\t%s\n", name, msgs, consumers, humanBytes(uint64(b.Bytes)), b.File)
 	}
+	resume()
 	m.Finished = time.Now().UTC()
 	if err := writeManifest(*out, m); err != nil {
 		removeBackup(*out, append(written, manifestFile+".part"), created)
@@ -228,7 +228,7 @@ func removeBackup(dir string, files []string, created bool) {
 // runRestore is `hookgate restore`: the streams of a backup, recreated on
 // a new data_dir (or a cluster without hookgate's streams), in the order
 // they were taken.
-func runRestore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runRestore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -250,10 +250,21 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if cfg.NATS.URL == "" {
-		if err := newDataDir(cfg.NATS.Embedded.DataDir); err != nil {
+	if dir := cfg.NATS.Embedded.DataDir; cfg.NATS.URL == "" {
+		if err := newDataDir(dir); err != nil {
 			return err
 		}
+		// A failed restore leaves data_dir as it found it, empty (run
+		// after the server is closed: defers run last first).
+		defer func() {
+			if err != nil {
+				if rerr := emptyDir(dir); rerr != nil {
+					err = fmt.Errorf("%w; empty data_dir %s before running restore again (%v)", err, dir, rerr)
+				} else {
+					err = fmt.Errorf("%w; data_dir %s is empty again, so restore can run again", err, dir)
+				}
+			}
+		}()
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sys, err := openForCLI(ctx, cfg, logger, readOnly)
@@ -277,22 +288,15 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	var done []string
 	for _, b := range m.Streams {
 		if err := restoreOne(ctx, sys.conn, *from, b, o); err != nil {
-			undone := undoRestore(sys.conn, done)
+			undone := ""
+			if cfg.NATS.URL != "" {
+				undone = undoRestore(sys.conn, done)
+			}
 			return fmt.Errorf("restore: %s: %w%s", b.Name, err, undone)
 		}
 		done = append(done, b.Name)
 		msgs, consumers := b.counts()
 		fmt.Fprintf(stdout, "restored %s\t%d messages\t%d consumers\n", b.Name, msgs, consumers)
-		if b.Name == jetstream.StreamWebhooks && m.ApplyFloor != nil {
-			// The snapshot holds the consumer as it was when WEBHOOKS
-			// was read, after the streams its acks stand for: deliver
-			// everything above the floor read first again.
-			if err := jetstream.ResetConsumer(ctx, sys.conn, jetstream.StreamWebhooks, jetstream.DurableApply, *m.ApplyFloor+1); err != nil {
-				undone := undoRestore(sys.conn, done)
-				return fmt.Errorf("restore: %w%s", err, undone)
-			}
-			fmt.Fprintf(stdout, "consumer %s delivers again from seq %d (acknowledged up to %d when the backup began)\n", jetstream.DurableApply, *m.ApplyFloor+1, *m.ApplyFloor)
-		}
 	}
 	audit, stopAudit := startAudit(sys, logger, 16, nil)
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionRestored, Actor: event.ActorOperator,
@@ -363,6 +367,20 @@ func newDataDir(dir string) error {
 	return nil
 }
 
+// emptyDir removes everything in dir, keeping dir.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func restoreOne(ctx context.Context, c *jetstream.Conn, dir string, b backupStream, o jetstream.RestoreOptions) error {
 	f, err := os.Open(filepath.Join(dir, b.File))
 	if err != nil {
@@ -391,3 +409,84 @@ func undoRestore(c *jetstream.Conn, names []string) string {
 	}
 	return fmt.Sprintf("; removed %s restored before it, so restore can run again", strings.Join(names, ", "))
 }
+
+// pauseConsumers pauses the consumer of every running serve with the
+// consumer role (jetstream.SubjectPause) and keeps them paused until
+// resume is called (which may be called more than once); the pause runs
+// out by itself a while after a backup that died. With no serve running
+// there is nothing to pause. A serve that does not pause (an older
+// hookgate, or events under way that do not finish) fails the backup:
+// read while it applies, the streams would not restore to a state the
+// consumer can go on from.
+func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused []string, resume func(), err error) {
+	noop := func() {}
+	answers, err := jetstream.AskInstances(ctx, sys.conn, jetstream.AskOptions{Wait: 2 * time.Second, Quiet: 300 * time.Millisecond})
+	if errors.Is(err, jetstream.ErrNoAnswer) {
+		return nil, noop, nil
+	}
+	if err != nil {
+		return nil, noop, fmt.Errorf("backup: %w", err)
+	}
+	var want []string
+	for _, a := range answers {
+		var d instanceDoc
+		if json.Unmarshal(a, &d) == nil && slices.Contains(d.Roles, "consumer") {
+			want = append(want, d.Instance)
+		}
+	}
+	if len(want) == 0 {
+		return nil, noop, nil
+	}
+	req := jetstream.PauseRequest{ID: fmt.Sprintf("backup-%s-%d", instanceName(), time.Now().UnixNano()), For: pauseLease}
+	send := func(r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
+		got, _ := jetstream.AskPause(context.WithoutCancel(ctx), sys.conn, r, want, wait)
+		return got
+	}
+	var once sync.Once
+	renewDone := make(chan struct{})
+	stopRenew := make(chan struct{})
+	resume = func() {
+		once.Do(func() {
+			close(stopRenew)
+			<-renewDone
+			send(jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
+		})
+	}
+	got := send(req, pauseAnswerWait)
+	go func() {
+		defer close(renewDone)
+		t := time.NewTicker(pauseLease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopRenew:
+				return
+			case <-t.C:
+				send(req, 5*time.Second)
+			}
+		}
+	}()
+	var failed []string
+	for _, w := range want {
+		switch a, ok := got[w]; {
+		case !ok:
+			failed = append(failed, w+": no answer (a hookgate from before backup, or one too busy to answer)")
+		case !a.Paused:
+			failed = append(failed, w+": "+a.Err)
+		}
+	}
+	if len(failed) > 0 {
+		resume()
+		return nil, noop, fmt.Errorf("backup: the consumer of %s did not pause, so the streams cannot be read at one moment; nothing written. Upgrade or stop that serve, or back up a file-system snapshot of data_dir", strings.Join(failed, "; "))
+	}
+	fmt.Fprintf(stdout, "paused the consumer of %s while the streams are read (webhooks are still taken)\n", strings.Join(want, ", "))
+	return want, resume, nil
+}
+
+// pauseLease is how long one pause request holds a consumer; the backup
+// asks again every quarter of it.
+const pauseLease = time.Minute
+
+// pauseAnswerWait bounds the wait for the pause's answers: a serve
+// answers once its events under way are done (pauseQuiesceWait at most).
+var pauseAnswerWait = pauseQuiesceWait + 10*time.Second

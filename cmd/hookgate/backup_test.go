@@ -287,3 +287,48 @@ func TestBackupUnderLoadRestoresAConsistentStore(t *testing.T) {
 		t.Errorf("a restore onto a used data_dir: exit %d %s", r.code, r.stderr)
 	}
 }
+
+// TestBackupRefusedWhenAConsumerDoesNotPause: a running serve with the
+// consumer role that does not answer the pause (a hookgate from before
+// backup) would apply events while the streams are read, so the backup
+// refuses, names it, and leaves nothing behind; the serves that did pause
+// are resumed and apply again.
+func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
+	listen := review9gFreeAddr(t)
+	cfg := backupConfig(t, t.TempDir(), listen)
+	s := review7Start(t, cfg, true)
+	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "old-serve", URL: "nats://" + listen, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// An older serve: it answers on hookgate.instances, not on the pause.
+	stop, err := jetstream.AnswerInstances(c, func() []byte {
+		return []byte(`{"instance":"old-host/7","version":"v0.9.0","roles":["gateway","consumer"],"applying":true}`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	was := pauseAnswerWait
+	pauseAnswerWait = 3 * time.Second
+	defer func() { pauseAnswerWait = was }()
+	out := filepath.Join(t.TempDir(), "backup")
+	r := review9Run(t, "", "backup", "--config", cfg, "--out", out)
+	if r.code != 1 || !strings.Contains(r.stderr, "the consumer of old-host/7: no answer") || !strings.Contains(r.stderr, "did not pause") {
+		t.Fatalf("backup with a consumer that does not pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the refused backup left %s (%v)", out, err)
+	}
+	// The serve that paused was resumed: it applies again.
+	client := &http.Client{Timeout: 10 * time.Second}
+	_, body := backupEvent(1)
+	if code, _, err := backupPost(client, s.base, body); err != nil || code != 200 {
+		t.Fatalf("post: %d %v", code, err)
+	}
+	waitApplied(t, c, s)
+	if keys := streamKeys(t, c, jetstream.StreamGrants); !slices.Contains(keys, "p:default:evt:e-00001") {
+		t.Fatalf("after the refused backup the serve did not apply: GRANTS %v", keys)
+	}
+}

@@ -222,6 +222,38 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		defer src.Stop()
 		return proc.Run(ctx, src, cfg.Consumer.Workers)
 	}
+	// A backup pauses the consumer while it reads the streams (see
+	// pauseGate); open gives the source of each run.
+	gate := newPauseGate(instanceName())
+	runGated := func(ctx context.Context, open func(context.Context) (*jetstream.Source, error)) error {
+		stop, err := jetstream.AnswerPauses(conn, gate.handle)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		for {
+			if !gate.wait(ctx) {
+				return nil
+			}
+			runCtx, done, ok := gate.start(ctx)
+			if !ok {
+				continue
+			}
+			src, err := open(runCtx)
+			if err != nil {
+				done()
+				return err
+			}
+			err = runSource(runCtx, src)
+			if !done() || ctx.Err() != nil {
+				return err
+			}
+			logger.Info("consumer paused for a backup: stopped applying events until it ends")
+			if gate.wait(ctx) {
+				logger.Info("backup over: applying events again")
+			}
+		}
+	}
 	if !external {
 		// The embedded server has one client process (data_dir's lock):
 		// deliveries still outstanding were fetched by a process that is
@@ -229,11 +261,19 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
-		src, err := jetstream.OpenSource(ctx, conn, opts)
+		first, err := jetstream.OpenSource(ctx, conn, opts)
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error { return runSource(ctx, src) }, nil
+		return func(ctx context.Context) error {
+			return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
+				if src := first; src != nil {
+					first = nil
+					return src, nil
+				}
+				return jetstream.OpenSource(ctx, conn, opts)
+			})
+		}, nil
 	}
 	// Several instances may run the consumer role on a cluster: one at a
 	// time applies events (jetstream.ConsumerLock), and only it pulls.
@@ -250,11 +290,9 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				// only after the ack wait, behind newer events.
 				redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
 			}
-			src, err := jetstream.OpenSource(ctx, conn, opts)
-			if err != nil {
-				return err
-			}
-			return runSource(ctx, src)
+			return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
+				return jetstream.OpenSource(ctx, conn, opts)
+			})
 		})
 	}, nil
 }

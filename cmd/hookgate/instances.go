@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -76,9 +75,8 @@ const (
 )
 
 func newInstanceReporter(cfg *config.Config, listeners []listener, started time.Time, ready func(context.Context) error, applying *atomic.Bool) *instanceReporter {
-	host, _ := os.Hostname()
 	d := instanceDoc{
-		Instance: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		Instance: instanceName(),
 		Version:  buildVersion(),
 		Started:  started.UTC().Truncate(time.Second),
 		Roles:    []string{},

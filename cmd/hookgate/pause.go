@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// pauseGate lets `hookgate backup` stop this serve's consumer while it
+// reads the streams, so that they hold one moment of the applying: a
+// stream read while an event was applied would hold its effects and
+// another not (an event acknowledged without its mark, a mark behind a
+// GRANTS message: reviews AS, AT and BA). A pause stops the running
+// consumer as a stop does (the events under way finish, the rest is
+// handed back) and keeps it from starting again until the pause ends: it
+// is resumed, or its time runs out (a backup that died leaves nothing
+// held). Safe for concurrent use.
+type pauseGate struct {
+	instance string
+	mu       sync.Mutex
+	id       string    // the pause in force, "" when none
+	until    time.Time // when it ends unless extended
+	wake     chan struct{}
+	cancel   context.CancelFunc // the running consumer's; nil when none runs
+	idle     chan struct{}      // closed while no consumer runs
+	byPause  bool               // the running consumer was stopped by a pause
+}
+
+const (
+	// maxPause bounds one request's pause (a backup extends it while it
+	// reads).
+	maxPause = 2 * time.Minute
+	// pauseQuiesceWait bounds the wait for the events under way.
+	pauseQuiesceWait = 2 * time.Minute
+)
+
+func newPauseGate(instance string) *pauseGate {
+	idle := make(chan struct{})
+	close(idle)
+	return &pauseGate{instance: instance, wake: make(chan struct{}), idle: idle}
+}
+
+// handle answers one request on jetstream.SubjectPause: a pause is
+// answered once no consumer runs here.
+func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
+	a := jetstream.PauseAnswer{Instance: g.instance}
+	g.mu.Lock()
+	if req.Resume {
+		if g.id == req.ID {
+			g.id, g.until = "", time.Time{}
+			g.signal()
+		}
+		g.mu.Unlock()
+		return a
+	}
+	g.id, g.until = req.ID, time.Now().Add(min(max(req.For, 0), maxPause))
+	g.signal()
+	if g.cancel != nil {
+		a.Applying = true
+		g.byPause = true
+		g.cancel()
+	}
+	idle := g.idle
+	g.mu.Unlock()
+	select {
+	case <-idle:
+		a.Paused = true
+	case <-time.After(pauseQuiesceWait):
+		a.Err = fmt.Sprintf("the events under way did not finish within %s", pauseQuiesceWait)
+	}
+	return a
+}
+
+// signal wakes wait. g.mu held.
+func (g *pauseGate) signal() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// wait returns once no pause is in force; false when ctx ended first.
+func (g *pauseGate) wait(ctx context.Context) bool {
+	for {
+		g.mu.Lock()
+		left := time.Until(g.until)
+		if g.id != "" && left <= 0 {
+			g.id = "" // ran out: the backup that asked is gone
+		}
+		paused, wake := g.id != "", g.wake
+		g.mu.Unlock()
+		if !paused {
+			return true
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// start registers a consumer run under ctx; ok is false when a pause came
+// since wait (wait again). done ends the run and reports whether a pause
+// stopped it.
+func (g *pauseGate) start(ctx context.Context) (runCtx context.Context, done func() (byPause bool), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.id != "" && time.Now().Before(g.until) {
+		return nil, nil, false
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	g.cancel, g.byPause = cancel, false
+	idle := make(chan struct{})
+	g.idle = idle
+	return runCtx, func() bool {
+		cancel()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.cancel = nil
+		close(idle)
+		return g.byPause
+	}, true
+}
+
+// instanceName names this process in `hookgate status` and pause answers.
+func instanceName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
