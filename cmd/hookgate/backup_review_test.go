@@ -207,6 +207,9 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 			reviewBABackup(t, c, out, map[string]func(){
 				// WATERMARKS and APPLIED are taken; GRANTS not yet.
 				jetstream.StreamGrants: func() {
+					if r := review9Run(t, "", "status", "--config", cfgA); !strings.Contains(r.stdout, "paused (backup)") {
+						t.Errorf("status while the backup pauses the consumer does not say so:\n%s%s", r.stdout, r.stderr)
+					}
 					post("e2", 2)
 					e2done.Lock()
 					e2posted = true

@@ -152,8 +152,8 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 // startConsumer provisions the KV buckets and the durable consumer and
 // returns the function that runs it until ctx ends.
 // applying is true while this instance runs the consumer (on a cluster:
-// holds the consumer lock).
-func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying *atomic.Bool) (func(context.Context) error, error) {
+// holds the consumer lock); paused while a backup pauses it (pauseGate).
+func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying, paused *atomic.Bool) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
 	// A small window: deliveries a killed instance had fetched come back
@@ -224,7 +224,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	}
 	// A backup pauses the consumer while it reads the streams (see
 	// pauseGate); open gives the source of each run.
-	gate := newPauseGate(instanceName())
+	gate := newPauseGate(instanceName(), paused)
 	runGated := func(ctx context.Context, open func(context.Context) (*jetstream.Source, error)) error {
 		stop, err := jetstream.AnswerPauses(conn, gate.handle)
 		if err != nil {

@@ -33,6 +33,7 @@ import (
 //	           draining before a stop)
 //	applying   it runs the consumer now (on a cluster: holds the consumer
 //	           lock); false on standbys and gateway-only instances
+//	paused     a backup paused its consumer (hookgate backup)
 type instanceDoc struct {
 	Instance string    `json:"instance"`
 	Version  string    `json:"version"`
@@ -42,6 +43,7 @@ type instanceDoc struct {
 	Ready    bool      `json:"ready"`
 	Problem  string    `json:"problem,omitempty"`
 	Applying bool      `json:"applying"`
+	Paused   bool      `json:"paused,omitempty"`
 }
 
 // instanceReporter builds serve's answer on jetstream.SubjectInstances.
@@ -54,6 +56,7 @@ type instanceReporter struct {
 	doc      instanceDoc // the fixed part
 	ready    func(context.Context) error
 	applying *atomic.Bool // nil without the consumer role
+	paused   *atomic.Bool // nil without the consumer role
 	last     atomic.Pointer[readiness]
 }
 
@@ -130,6 +133,7 @@ func (r *instanceReporter) report() []byte {
 		d.Ready = true
 	}
 	d.Applying = r.applying != nil && r.applying.Load()
+	d.Paused = r.paused != nil && r.paused.Load()
 	b, err := json.Marshal(d)
 	if err != nil { // a struct of strings, bools and a time: cannot fail
 		return []byte(`{}`)
@@ -224,7 +228,11 @@ func writeInstances(w io.Writer, v instancesView) {
 		if len(d.Roles) > 0 {
 			roles = strings.Join(d.Roles, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(d.Instance), printable(roles), yes(d.Ready), yes(d.Applying),
+		applying := yes(d.Applying)
+		if d.Paused {
+			applying = "paused (backup)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(d.Instance), printable(roles), yes(d.Ready), applying,
 			stamp(d.Started), printable(listen), printable(d.Version))
 	}
 	_ = tw.Flush()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
@@ -21,6 +22,7 @@ import (
 // held). Safe for concurrent use.
 type pauseGate struct {
 	instance string
+	told     *atomic.Bool // paused now, for hookgate.instances (may be nil)
 	mu       sync.Mutex
 	id       string    // the pause in force, "" when none
 	until    time.Time // when it ends unless extended
@@ -38,10 +40,10 @@ const (
 	pauseQuiesceWait = 2 * time.Minute
 )
 
-func newPauseGate(instance string) *pauseGate {
+func newPauseGate(instance string, told *atomic.Bool) *pauseGate {
 	idle := make(chan struct{})
 	close(idle)
-	return &pauseGate{instance: instance, wake: make(chan struct{}), idle: idle}
+	return &pauseGate{instance: instance, told: told, wake: make(chan struct{}), idle: idle}
 }
 
 // handle answers one request on jetstream.SubjectPause: a pause is
@@ -75,10 +77,13 @@ func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
 	return a
 }
 
-// signal wakes wait. g.mu held.
+// signal wakes wait and tells whether a pause is in force. g.mu held.
 func (g *pauseGate) signal() {
 	close(g.wake)
 	g.wake = make(chan struct{})
+	if g.told != nil {
+		g.told.Store(g.id != "")
+	}
 }
 
 // wait returns once no pause is in force; false when ctx ended first.
@@ -88,6 +93,7 @@ func (g *pauseGate) wait(ctx context.Context) bool {
 		left := time.Until(g.until)
 		if g.id != "" && left <= 0 {
 			g.id = "" // ran out: the backup that asked is gone
+			g.signal()
 		}
 		paused, wake := g.id != "", g.wake
 		g.mu.Unlock()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,7 +16,8 @@ import (
 // resumes (the backup died) runs out by itself.
 func TestPauseGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		g := newPauseGate("host/1")
+		var told atomic.Bool
+		g := newPauseGate("host/1", &told)
 		ctx := t.Context()
 		runCtx, done, ok := g.start(ctx)
 		if !ok {
@@ -33,8 +35,8 @@ func TestPauseGate(t *testing.T) {
 		if !done() {
 			t.Fatal("the run's end was not told as a pause's")
 		}
-		if a := <-answered; !a.Paused || !a.Applying || a.Instance != "host/1" {
-			t.Fatalf("answer %+v, want paused, applying, host/1", a)
+		if a := <-answered; !a.Paused || !a.Applying || a.Instance != "host/1" || !told.Load() {
+			t.Fatalf("answer %+v (told paused: %v), want paused, applying, host/1", a, told.Load())
 		}
 		if _, _, ok := g.start(ctx); ok {
 			t.Fatal("a consumer started while paused")
@@ -66,8 +68,8 @@ func TestPauseGate(t *testing.T) {
 
 		g.handle(jetstream.PauseRequest{ID: "b2", For: 30 * time.Second})
 		start = time.Now()
-		if !g.wait(ctx) || time.Since(start) != 30*time.Second {
-			t.Fatalf("an unresumed pause ended after %s, want 30s", time.Since(start))
+		if !g.wait(ctx) || time.Since(start) != 30*time.Second || told.Load() {
+			t.Fatalf("an unresumed pause ended after %s (still told paused: %v), want 30s", time.Since(start), told.Load())
 		}
 		g.handle(jetstream.PauseRequest{ID: "b3", For: 24 * time.Hour})
 		start = time.Now()

@@ -274,16 +274,17 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	// until then), and the "listening" lines are printed once webhooks
 	// are taken, so they mean ready.
 	var runConsumer func(context.Context) error
-	var applying *atomic.Bool
+	var applying, paused *atomic.Bool
 	if cfg.Roles.Consumer {
-		applying = new(atomic.Bool)
-		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit, applying); err != nil {
+		applying, paused = new(atomic.Bool), new(atomic.Bool)
+		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit, applying, paused); err != nil {
 			return err
 		}
 	}
 	// `hookgate status` lists the running serves and what their /readyz
 	// says: a store that stopped writing is seen only here, in memory.
 	reporter := newInstanceReporter(cfg, listeners, started, ready, applying)
+	reporter.paused = paused
 	g.Go(func() error { answerInstances(gctx, sys, reporter, logger); return nil })
 	var gw *gateway.Handler
 	for _, l := range listeners {
