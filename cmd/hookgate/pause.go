@@ -26,6 +26,7 @@ type pauseGate struct {
 	mu       sync.Mutex
 	id       string    // the pause in force, "" when none
 	until    time.Time // when it ends unless extended
+	ended    string    // the last pause resumed: a renewal of it that comes late is not a new one
 	wake     chan struct{}
 	cancel   context.CancelFunc // the running consumer's; nil when none runs
 	idle     chan struct{}      // closed while no consumer runs
@@ -52,11 +53,19 @@ func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
 	a := jetstream.PauseAnswer{Instance: g.instance}
 	g.mu.Lock()
 	if req.Resume {
+		g.ended = req.ID
 		if g.id == req.ID {
 			g.id, g.until = "", time.Time{}
 			g.signal()
 		}
 		g.mu.Unlock()
+		return a
+	}
+	if req.ID == g.ended {
+		// Each request is handled on its own goroutine: a renewal sent
+		// before the resume may be handled after it.
+		g.mu.Unlock()
+		a.Err = "this pause has ended"
 		return a
 	}
 	g.id, g.until = req.ID, time.Now().Add(min(max(req.For, 0), maxPause))

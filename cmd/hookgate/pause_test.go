@@ -60,6 +60,11 @@ func TestPauseGate(t *testing.T) {
 		if !<-waited || time.Since(start) != 0 {
 			t.Fatalf("the pause's own resume did not end the wait at once (%s)", time.Since(start))
 		}
+		// A renewal handled after its resume (requests are handled
+		// concurrently) does not pause again.
+		if a := g.handle(jetstream.PauseRequest{ID: "b1", For: time.Minute}); a.Paused || told.Load() {
+			t.Fatalf("a late renewal of a resumed pause: %+v, told paused %v", a, told.Load())
+		}
 		if _, done, ok := g.start(ctx); !ok {
 			t.Fatal("resumed, yet the consumer may not start")
 		} else if done() {
