@@ -46,6 +46,15 @@ func reviewBAConnect(t *testing.T, listen string) *jetstream.Conn {
 	return c
 }
 
+// reviewBAServe starts serve on reviewBAConfig (a new data_dir) and
+// connects to its embedded server.
+func reviewBAServe(t *testing.T, providerExtra, topExtra string) (s *review7Serve, cfg string, c *jetstream.Conn) {
+	t.Helper()
+	listen := review9gFreeAddr(t)
+	cfg = reviewBAConfig(t, t.TempDir(), listen, providerExtra, topExtra)
+	return review7Start(t, cfg, true), cfg, reviewBAConnect(t, listen)
+}
+
 // reviewBABackup takes a backup as runBackup does (the consumers paused
 // first, then jetstream.BackupStreams in order, each with backupOne, the
 // consumers resumed, the manifest last), and runs before[name] just
@@ -187,10 +196,7 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 			})
 			provider := "    effects:\n      forward: { url: \"" + recv.srv.URL + "\", timeout: 5s }\n" + tc.publish
 			top := "consumer: { backoff: [2s] }\n"
-			listenA := review9gFreeAddr(t)
-			cfgA := reviewBAConfig(t, t.TempDir(), listenA, provider, top)
-			a := review7Start(t, cfgA, true)
-			c := reviewBAConnect(t, listenA)
+			a, cfgA, c := reviewBAServe(t, provider, top)
 			client := &http.Client{Timeout: 10 * time.Second}
 			post := func(id string, at int) {
 				body := fmt.Sprintf(`{"id":%q,"grant_id":"G-1","at":"2026-01-01T00:00:%02dZ"}`, id, at)
@@ -248,8 +254,9 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 	}
 }
 
-// TestReviewBARestoreRunsAgainAfterAFailedOne (defect: a restore that
-// fails half way says "removed ... restored before it, so restore can run
+// TestReviewBARestoreRunsAgainAfterAFailedOne (review BA's defect, fixed:
+// a failed embedded restore empties data_dir again). A restore that
+// fails half way said "removed ... restored before it, so restore can run
 // again", but on an embedded data_dir restore cannot run again: the
 // failed run's embedded server left its store files in data_dir, and
 // restore then refuses data_dir as "not empty"). Here the backup's AUDIT
@@ -261,10 +268,7 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 // removes what it made in data_dir, or accepts a data_dir holding no
 // hookgate stream).
 func TestReviewBARestoreRunsAgainAfterAFailedOne(t *testing.T) {
-	listenA := review9gFreeAddr(t)
-	cfgA := reviewBAConfig(t, t.TempDir(), listenA, "", "")
-	a := review7Start(t, cfgA, true)
-	c := reviewBAConnect(t, listenA)
+	a, cfgA, c := reviewBAServe(t, "", "")
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i := range 20 {
 		_, body := backupEvent(i)
@@ -334,8 +338,9 @@ func TestReviewBARestoreRunsAgainAfterAFailedOne(t *testing.T) {
 	}
 }
 
-// TestReviewBADlqReplayDuringBackupLosesTheEvent (defect: an event stored
-// in the restored WEBHOOKS is lost). DLQ is taken last, after GRANTS and
+// TestReviewBADlqReplayDuringBackupLosesTheEvent (review BA's defect,
+// fixed: DLQ is read first; the pause does not stop an operator's dlq
+// replay). In the first design DLQ was taken last, after GRANTS and
 // WEBHOOKS. A dead-lettered event is acknowledged (at or below the floor
 // read first: never delivered again after the restore), and its only
 // record is its letter. `hookgate dlq replay` run while the backup runs
@@ -353,10 +358,7 @@ func TestReviewBADlqReplayDuringBackupLosesTheEvent(t *testing.T) {
 	recv := newReviewBAReceiver(t, k1, func() bool { mu.Lock(); defer mu.Unlock(); return fixed })
 	provider := "    effects:\n      forward: { url: \"" + recv.srv.URL + "\", timeout: 5s }\n"
 	top := "consumer: { max_deliver: 1 }\n"
-	listenA := review9gFreeAddr(t)
-	cfgA := reviewBAConfig(t, t.TempDir(), listenA, provider, top)
-	a := review7Start(t, cfgA, true)
-	c := reviewBAConnect(t, listenA)
+	a, cfgA, c := reviewBAServe(t, provider, top)
 	client := &http.Client{Timeout: 10 * time.Second}
 	for i, id := range []string{"e0", "e1", "e2"} {
 		body := fmt.Sprintf(`{"id":%q,"grant_id":"G-%d","at":"2026-01-01T00:00:00Z"}`, id, i)
@@ -403,8 +405,10 @@ func TestReviewBADlqReplayDuringBackupLosesTheEvent(t *testing.T) {
 	}
 }
 
-// TestReviewBARestoreAfterTheHorizonAppliesAgain (defect: an event applied
-// twice). At the restore the consumer is reset to the floor unconditionally,
+// TestReviewBARestoreAfterTheHorizonAppliesAgain (review BA's defect,
+// fixed: with the consumer paused, the backup's consumer state is of the
+// same moment as the streams, and nothing is reset). In the first design,
+// at the restore the consumer was reset to the floor unconditionally,
 // so every event above it that the running system had already applied is
 // decided again. Under `ordering: none` only the applied keys tell such an
 // event (APPLIED, whose entries expire after dedup.horizon, and GRANTS's
@@ -426,10 +430,7 @@ func TestReviewBARestoreAfterTheHorizonAppliesAgain(t *testing.T) {
 	recv := newReviewBAReceiver(t, k1, func() bool { mu.Lock(); defer mu.Unlock(); return fixed })
 	provider := "    ordering: none\n    effects:\n      forward: { url: \"" + recv.srv.URL + "\", timeout: 5s }\n"
 	top := "dedup: { horizon: 3s, window: 1s }\nconsumer: { backoff: [60s] }\n"
-	listenA := review9gFreeAddr(t)
-	cfgA := reviewBAConfig(t, t.TempDir(), listenA, provider, top)
-	a := review7Start(t, cfgA, true)
-	c := reviewBAConnect(t, listenA)
+	a, cfgA, c := reviewBAServe(t, provider, top)
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(base, id string) {
 		body := fmt.Sprintf(`{"id":%q,"grant_id":"G-1","at":"2026-01-01T00:00:00Z"}`, id)
