@@ -223,14 +223,22 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return proc.Run(ctx, src, cfg.Consumer.Workers)
 	}
 	// A backup pauses the consumer while it reads the streams (see
-	// pauseGate); open gives the source of each run.
+	// pauseGate); open gives the source of each run. The gate answers for
+	// the whole life of serve, a standby's too: it keeps a pause for when
+	// it takes the consumer lock (review BB: answering only under the lock,
+	// a standby never answered, and one taking over mid-backup applied).
 	gate := newPauseGate(instanceName(), paused)
-	runGated := func(ctx context.Context, open func(context.Context) (*jetstream.Source, error)) error {
-		stop, err := jetstream.AnswerPauses(conn, gate.handle)
-		if err != nil {
-			return err
+	answerPauses := func(run func(context.Context) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			stop, err := jetstream.AnswerPauses(conn, gate.handle)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			return run(ctx)
 		}
-		defer stop()
+	}
+	runGated := func(ctx context.Context, open func(context.Context) (*jetstream.Source, error)) error {
 		for {
 			if !gate.wait(ctx) {
 				return nil
@@ -241,7 +249,9 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 			}
 			src, err := open(runCtx)
 			if err != nil {
-				done()
+				if done() && ctx.Err() == nil {
+					continue // a pause cut the opening short (review BB)
+				}
 				return err
 			}
 			err = runSource(runCtx, src)
@@ -265,7 +275,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error {
+		return answerPauses(func(ctx context.Context) error {
 			return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
 				if src := first; src != nil {
 					first = nil
@@ -273,7 +283,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				}
 				return jetstream.OpenSource(ctx, conn, opts)
 			})
-		}, nil
+		}), nil
 	}
 	// Several instances may run the consumer role on a cluster: one at a
 	// time applies events (jetstream.ConsumerLock), and only it pulls.
@@ -281,7 +291,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) error {
+	return answerPauses(func(ctx context.Context) error {
 		return lock.Hold(ctx, func(ctx context.Context, handedOver bool) error {
 			if handedOver {
 				// The last holder stopped and handed back what it had
@@ -294,7 +304,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				return jetstream.OpenSource(ctx, conn, opts)
 			})
 		})
-	}, nil
+	}), nil
 }
 
 // redeliverOutstanding makes the deliveries a previous process fetched and

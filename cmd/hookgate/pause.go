@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,13 +25,16 @@ type pauseGate struct {
 	instance string
 	told     *atomic.Bool // paused now, for hookgate.instances (may be nil)
 	mu       sync.Mutex
-	id       string    // the pause in force, "" when none
-	until    time.Time // when it ends unless extended
-	ended    string    // the last pause resumed: a renewal of it that comes late is not a new one
-	wake     chan struct{}
-	cancel   context.CancelFunc // the running consumer's; nil when none runs
-	idle     chan struct{}      // closed while no consumer runs
-	byPause  bool               // the running consumer was stopped by a pause
+	// pauses in force, by the ID of the backup that asked, to when each
+	// ends unless extended: two backups at once each hold their own, and
+	// the consumer runs again only when none is left.
+	pauses map[string]time.Time
+	ended  []string // the last pauses resumed: a renewal of one that comes late is not a new one
+	wake   chan struct{}
+	cancel context.CancelFunc // the running consumer's; nil when none runs
+	idle   chan struct{}      // closed while no consumer runs
+	// byPause: the running consumer was stopped by a pause
+	byPause bool
 }
 
 const (
@@ -39,36 +43,42 @@ const (
 	maxPause = 2 * time.Minute
 	// pauseQuiesceWait bounds the wait for the events under way.
 	pauseQuiesceWait = 2 * time.Minute
+	// keptEnded is how many resumed pauses are remembered.
+	keptEnded = 16
 )
 
 func newPauseGate(instance string, told *atomic.Bool) *pauseGate {
 	idle := make(chan struct{})
 	close(idle)
-	return &pauseGate{instance: instance, told: told, wake: make(chan struct{}), idle: idle}
+	return &pauseGate{instance: instance, told: told, pauses: map[string]time.Time{}, wake: make(chan struct{}), idle: idle}
 }
 
 // handle answers one request on jetstream.SubjectPause: a pause is
-// answered once no consumer runs here.
+// answered once no consumer runs here (at once on a standby, which keeps
+// the pause for when it takes the consumer lock).
 func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
 	a := jetstream.PauseAnswer{Instance: g.instance}
 	g.mu.Lock()
 	if req.Resume {
-		g.ended = req.ID
-		if g.id == req.ID {
-			g.id, g.until = "", time.Time{}
-			g.signal()
+		delete(g.pauses, req.ID)
+		if !slices.Contains(g.ended, req.ID) {
+			g.ended = append(g.ended, req.ID)
+			if len(g.ended) > keptEnded {
+				g.ended = g.ended[1:]
+			}
 		}
+		g.signal()
 		g.mu.Unlock()
 		return a
 	}
-	if req.ID == g.ended {
+	if slices.Contains(g.ended, req.ID) {
 		// Each request is handled on its own goroutine: a renewal sent
 		// before the resume may be handled after it.
 		g.mu.Unlock()
 		a.Err = "this pause has ended"
 		return a
 	}
-	g.id, g.until = req.ID, time.Now().Add(min(max(req.For, 0), maxPause))
+	g.pauses[req.ID] = time.Now().Add(min(max(req.For, 0), maxPause))
 	g.signal()
 	if g.cancel != nil {
 		a.Applying = true
@@ -86,30 +96,43 @@ func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
 	return a
 }
 
-// signal wakes wait and tells whether a pause is in force. g.mu held.
+// pausedUntil drops the pauses that ran out (their backup is gone) and
+// returns when the last one left ends, zero when none is. g.mu held.
+func (g *pauseGate) pausedUntil() time.Time {
+	var last time.Time
+	now := time.Now()
+	for id, until := range g.pauses {
+		if !now.Before(until) {
+			delete(g.pauses, id)
+			continue
+		}
+		if until.After(last) {
+			last = until
+		}
+	}
+	if g.told != nil {
+		g.told.Store(!last.IsZero())
+	}
+	return last
+}
+
+// signal wakes wait. g.mu held.
 func (g *pauseGate) signal() {
 	close(g.wake)
 	g.wake = make(chan struct{})
-	if g.told != nil {
-		g.told.Store(g.id != "")
-	}
+	g.pausedUntil()
 }
 
 // wait returns once no pause is in force; false when ctx ended first.
 func (g *pauseGate) wait(ctx context.Context) bool {
 	for {
 		g.mu.Lock()
-		left := time.Until(g.until)
-		if g.id != "" && left <= 0 {
-			g.id = "" // ran out: the backup that asked is gone
-			g.signal()
-		}
-		paused, wake := g.id != "", g.wake
+		until, wake := g.pausedUntil(), g.wake
 		g.mu.Unlock()
-		if !paused {
+		if until.IsZero() {
 			return true
 		}
-		t := time.NewTimer(left)
+		t := time.NewTimer(time.Until(until))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -127,7 +150,7 @@ func (g *pauseGate) wait(ctx context.Context) bool {
 func (g *pauseGate) start(ctx context.Context) (runCtx context.Context, done func() (byPause bool), ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.id != "" && time.Now().Before(g.until) {
+	if !g.pausedUntil().IsZero() {
 		return nil, nil, false
 	}
 	runCtx, cancel := context.WithCancel(ctx)

@@ -63,7 +63,7 @@ func instanceProblems(inst instancesView) []string {
 	if len(inst.Docs) == 0 {
 		problems = append(problems, "no serve answered: "+inst.None)
 	}
-	consumers, applying := 0, false
+	consumers, applying, paused := 0, false, 0
 	for _, in := range inst.Docs {
 		if !in.Ready {
 			p := "instance " + in.Instance + " not ready"
@@ -76,8 +76,15 @@ func instanceProblems(inst instancesView) []string {
 			consumers++
 		}
 		applying = applying || in.Applying
+		if in.Paused {
+			paused++
+		}
 	}
-	if consumers > 0 && !applying {
+	switch {
+	case consumers > 0 && !applying && paused > 0:
+		// Not stuck: a backup reads the streams (hookgate backup).
+		problems = append(problems, fmt.Sprintf("consumer paused by a running hookgate backup (%d of %d instances with the consumer role): events wait in WEBHOOKS until it ends", paused, consumers))
+	case consumers > 0 && !applying:
 		// On a cluster one of them holds the consumer lock; none holding
 		// it (all standing by, the lock stuck) applies nothing.
 		problems = append(problems, fmt.Sprintf("no instance applies events (%d with the consumer role answered, none applying)", consumers))
