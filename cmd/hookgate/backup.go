@@ -470,7 +470,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 	for _, w := range want {
 		switch a, ok := got[w]; {
 		case !ok:
-			failed = append(failed, w+": no answer (a hookgate from before backup, or one too busy to answer)")
+			failed = append(failed, w+": no answer (a hookgate from before backup, one too busy to answer, or NATS permissions that deny it hookgate.consumer.pause)")
 		case !a.Paused:
 			failed = append(failed, w+": "+a.Err)
 		}
