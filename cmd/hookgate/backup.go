@@ -64,9 +64,9 @@ func (b backupStream) counts() (msgs, consumers uint64) {
 
 // runBackup is `hookgate backup`: a snapshot of every hookgate stream of
 // the running system (or of a data_dir nothing runs on), taken one after
-// another in jetstream.BackupStreams' order so that it restores to a
-// state the consumer goes on from, which a copy of a running data_dir
-// does not (see the README's "Backup and restore").
+// another in jetstream.BackupStreams' order with every consumer paused,
+// so that it restores to a state the consumer goes on from, which a copy
+// of a running data_dir does not (see the README's "Backup and restore").
 func runBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
