@@ -99,8 +99,8 @@ func TestReviewBBBackupWithAStandbyConsumer(t *testing.T) {
 // the backup still reads the streams: its cut holds effects of events the
 // snapshots taken before do not (the inconsistency the pause exists to
 // prevent), and the backup reports success, naming the paused serve.
-// The request below is the one pauseConsumers sends (it renews it every
-// 15 s; the standby applies until then, and would not even be reached by
+// The request below is the one pauseConsumers sends (it renewed it every
+// 15 s then; the standby applied until then, and would not even be reached by
 // the renewal had it not subscribed by taking the lock).
 // Expected: a pause in force stays in force across a handover: the
 // standby keeps the pause too (it answers and keeps it in its gate), or

@@ -455,7 +455,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 	got := send(req, pauseAnswerWait)
 	go func() {
 		defer close(renewDone)
-		t := time.NewTicker(pauseLease / 4)
+		t := time.NewTicker(pauseRenew)
 		defer t.Stop()
 		for {
 			select {
@@ -483,9 +483,13 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 	return want, resume, nil
 }
 
-// pauseLease is how long one pause request holds a consumer; the backup
-// asks again every quarter of it.
-const pauseLease = time.Minute
+// pauseLease is how long one pause request holds a consumer. The backup
+// asks again every pauseRenew: that also pauses a serve that started
+// since (one that took the consumer lock meanwhile applies until then).
+const (
+	pauseLease = time.Minute
+	pauseRenew = 5 * time.Second
+)
 
 // pauseAnswerWait bounds the wait for the pause's answers: a serve
 // answers once its events under way are done (pauseQuiesceWait at most).
