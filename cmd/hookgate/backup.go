@@ -117,6 +117,9 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 			if errors.Is(err, jetstream.ErrStreamNotFound) {
 				return fmt.Errorf("backup: no WEBHOOKS stream here: nothing to back up (has serve run with this config's nats settings?)")
 			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("backup: interrupted while reading %s (nothing kept in %s; the consumers are resumed)", name, *out)
+			}
 			return fmt.Errorf("backup: %s: %w (nothing kept in %s)", name, err, *out)
 		}
 		written = append(written, b.File)
@@ -153,6 +156,10 @@ func backupDir(dir string) (created bool, err error) {
 		return false, fmt.Errorf("backup: --out: %w", err)
 	case len(entries) > 0:
 		return false, fmt.Errorf("backup: --out %s is not empty: give a new directory (a backup never overwrites another)", dir)
+	}
+	// It will hold every stored body: as private as one made here.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return false, fmt.Errorf("backup: --out: %w", err)
 	}
 	return false, nil
 }
@@ -267,6 +274,15 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 		}()
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.NATS.URL == "" {
+		// The new data_dir, in this process: nats.embedded.listen may be
+		// the address of a serve still running on the old one (a copy of
+		// its config with data_dir changed), which is not the target
+		// (review BC).
+		own := *cfg
+		own.NATS.Embedded.Listen = ""
+		cfg = &own
+	}
 	sys, err := openForCLI(ctx, cfg, logger, readOnly)
 	if err != nil {
 		return err
@@ -292,6 +308,9 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 			if cfg.NATS.URL != "" {
 				undone = undoRestore(sys.conn, done)
 			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("restore: interrupted while restoring %s%s", b.Name, undone)
+			}
 			return fmt.Errorf("restore: %s: %w%s", b.Name, err, undone)
 		}
 		done = append(done, b.Name)
@@ -314,6 +333,9 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 // its size and digest, before anything is restored.
 func readBackup(dir string) (backupManifest, error) {
 	var m backupManifest
+	if _, err := os.Stat(dir); err != nil {
+		return m, fmt.Errorf("restore: --from: %w", err)
+	}
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return m, fmt.Errorf("restore: %s has no %s: not a backup, or one that did not finish", dir, manifestFile)
@@ -336,7 +358,7 @@ func readBackup(dir string) (backupManifest, error) {
 		}
 		f, err := os.Open(filepath.Join(dir, b.File))
 		if err != nil {
-			return m, fmt.Errorf("restore: %w", err)
+			return m, fmt.Errorf("restore: %w: the backup is incomplete; nothing restored", err)
 		}
 		h := sha256.New()
 		n, err := io.Copy(h, f)
@@ -344,8 +366,11 @@ func readBackup(dir string) (backupManifest, error) {
 		if err != nil {
 			return m, fmt.Errorf("restore: %w", err)
 		}
-		if n != b.Bytes || hex.EncodeToString(h.Sum(nil)) != b.SHA256 {
-			return m, fmt.Errorf("restore: %s does not match the manifest (%d bytes, want %d, or another sha256): the backup is damaged; nothing restored", filepath.Join(dir, b.File), n, b.Bytes)
+		if n != b.Bytes {
+			return m, fmt.Errorf("restore: %s does not match the manifest (%d bytes, want %d): the backup is damaged; nothing restored", filepath.Join(dir, b.File), n, b.Bytes)
+		}
+		if hex.EncodeToString(h.Sum(nil)) != b.SHA256 {
+			return m, fmt.Errorf("restore: %s does not match the manifest (its SHA-256 differs): the backup is damaged; nothing restored", filepath.Join(dir, b.File))
 		}
 	}
 	return m, nil
@@ -438,10 +463,13 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		return nil, noop, nil
 	}
 	req := jetstream.PauseRequest{ID: fmt.Sprintf("backup-%s-%d", instanceName(), time.Now().UnixNano()), For: pauseLease}
-	send := func(r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
-		got, _ := jetstream.AskPause(context.WithoutCancel(ctx), sys.conn, r, want, wait)
+	// The resume, and the renewals until it, go out also after an
+	// interrupt; the wait for the pause's answers ends with it.
+	send := func(ctx context.Context, r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
+		got, _ := jetstream.AskPause(ctx, sys.conn, r, want, wait)
 		return got
 	}
+	always := context.WithoutCancel(ctx)
 	var once sync.Once
 	renewDone := make(chan struct{})
 	stopRenew := make(chan struct{})
@@ -449,10 +477,10 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		once.Do(func() {
 			close(stopRenew)
 			<-renewDone
-			send(jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
+			send(always, jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
 		})
 	}
-	got := send(req, pauseAnswerWait)
+	got := send(ctx, req, pauseAnswerWait)
 	go func() {
 		defer close(renewDone)
 		t := time.NewTicker(pauseRenew)
@@ -462,7 +490,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			case <-stopRenew:
 				return
 			case <-t.C:
-				send(req, 5*time.Second)
+				send(always, req, 5*time.Second)
 			}
 		}
 	}()
@@ -474,6 +502,10 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		case !a.Paused:
 			failed = append(failed, w+": "+a.Err)
 		}
+	}
+	if ctx.Err() != nil {
+		resume()
+		return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
 	}
 	if len(failed) > 0 {
 		resume()

@@ -83,7 +83,7 @@ func instanceProblems(inst instancesView) []string {
 	switch {
 	case consumers > 0 && !applying && paused > 0:
 		// Not stuck: a backup reads the streams (hookgate backup).
-		problems = append(problems, fmt.Sprintf("consumer paused by a running hookgate backup (%d of %d instances with the consumer role): events wait in WEBHOOKS until it ends", paused, consumers))
+		problems = append(problems, fmt.Sprintf("consumer paused by a running hookgate backup (%d of %d instances with the consumer role): events wait in WEBHOOKS until it ends (the pause of a backup that died runs out within a minute)", paused, consumers))
 	case consumers > 0 && !applying:
 		// On a cluster one of them holds the consumer lock; none holding
 		// it (all standing by, the lock stuck) applies nothing.
