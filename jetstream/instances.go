@@ -54,6 +54,11 @@ type AskOptions struct {
 // SubjectInstances (the server says so at once), or no answer in time.
 var ErrNoAnswer = errors.New("no hookgate serve answered")
 
+// ErrNoSubscriber is the ErrNoAnswer (both match) of nothing subscribed to
+// SubjectInstances: no serve is connected, as against serves that did not
+// answer in time.
+var ErrNoSubscriber = errors.New("nothing subscribes to " + SubjectInstances)
+
 // AskInstances sends one request on SubjectInstances and returns the
 // answers that came (in arrival order). With none it returns ErrNoAnswer,
 // wrapped with why: no subscriber, or none in o.Wait (a serve too busy to
@@ -84,7 +89,7 @@ wait:
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			// The server's answer when nothing subscribes to the subject.
-			return nil, fmt.Errorf("%w: nothing subscribes to %s", ErrNoAnswer, SubjectInstances)
+			return nil, fmt.Errorf("%w: %w", ErrNoAnswer, ErrNoSubscriber)
 		case err != nil && ctx.Err() != nil:
 			return answers, ctx.Err()
 		case err != nil:

@@ -445,28 +445,19 @@ func undoRestore(c *jetstream.Conn, names []string) string {
 // consumer can go on from.
 func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused []string, resume func(), err error) {
 	noop := func() {}
-	answers, err := jetstream.AskInstances(ctx, sys.conn, jetstream.AskOptions{Wait: 2 * time.Second, Quiet: 300 * time.Millisecond})
-	if errors.Is(err, jetstream.ErrNoAnswer) {
-		return nil, noop, nil
-	}
-	if err != nil {
-		return nil, noop, fmt.Errorf("backup: %w", err)
-	}
-	var want []string
-	for _, a := range answers {
-		var d instanceDoc
-		if json.Unmarshal(a, &d) == nil && slices.Contains(d.Roles, "consumer") {
-			want = append(want, d.Instance)
-		}
-	}
-	if len(want) == 0 {
-		return nil, noop, nil
+	want, err := consumerServes(ctx, sys)
+	if err != nil || len(want) == 0 {
+		return nil, noop, err
 	}
 	req := jetstream.PauseRequest{ID: fmt.Sprintf("backup-%s-%d", instanceName(), time.Now().UnixNano()), For: pauseLease}
 	// The resume, and the renewals until it, go out also after an
 	// interrupt; the wait for the pause's answers ends with it.
+	var mu sync.Mutex // want grows when a check finds another serve
 	send := func(ctx context.Context, r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
-		got, _ := jetstream.AskPause(ctx, sys.conn, r, want, wait)
+		mu.Lock()
+		w := slices.Clone(want)
+		mu.Unlock()
+		got, _ := jetstream.AskPause(ctx, sys.conn, r, w, wait)
 		return got
 	}
 	always := context.WithoutCancel(ctx)
@@ -480,7 +471,6 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			send(always, jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
 		})
 	}
-	got := send(ctx, req, pauseAnswerWait)
 	go func() {
 		defer close(renewDone)
 		t := time.NewTicker(pauseRenew)
@@ -494,25 +484,77 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			}
 		}
 	}()
-	var failed []string
-	for _, w := range want {
-		switch a, ok := got[w]; {
-		case !ok:
-			failed = append(failed, w+": no answer (a hookgate from before backup, one too busy to answer, or NATS permissions that deny it hookgate.consumer.pause)")
-		case !a.Paused:
-			failed = append(failed, w+": "+a.Err)
+	// Pause, then look again for serves with the consumer role: one that
+	// answered hookgate.instances late or started meanwhile got the same
+	// request (every serve subscribes) and is waited for too, until a
+	// look finds none unanswered.
+	answered := map[string]jetstream.PauseAnswer{}
+	for round := 0; ; round++ {
+		for w, a := range send(ctx, req, pauseAnswerWait) {
+			answered[w] = a
 		}
-	}
-	if ctx.Err() != nil {
-		resume()
-		return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
-	}
-	if len(failed) > 0 {
-		resume()
-		return nil, noop, fmt.Errorf("backup: the consumer of %s did not pause, so the streams cannot be read at one moment; nothing written. Upgrade or stop that serve, or back up a file-system snapshot of data_dir", strings.Join(failed, "; "))
+		if ctx.Err() != nil {
+			resume()
+			return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
+		}
+		var failed []string
+		mu.Lock()
+		for _, w := range want {
+			switch a, ok := answered[w]; {
+			case !ok:
+				failed = append(failed, w+": no answer (a hookgate from before backup, one too busy to answer, or NATS permissions that deny it hookgate.consumer.pause)")
+			case !a.Paused:
+				failed = append(failed, w+": "+a.Err)
+			}
+		}
+		mu.Unlock()
+		if len(failed) > 0 {
+			resume()
+			return nil, noop, fmt.Errorf("backup: the consumer of %s did not pause, so the streams cannot be read at one moment; nothing written. Upgrade or stop that serve, or back up a file-system snapshot of data_dir", strings.Join(failed, "; "))
+		}
+		again, err := consumerServes(ctx, sys)
+		if err != nil {
+			resume()
+			return nil, noop, err
+		}
+		mu.Lock()
+		grew := false
+		for _, w := range again {
+			if !slices.Contains(want, w) {
+				want, grew = append(want, w), true
+			}
+		}
+		mu.Unlock()
+		if !grew || round == 3 {
+			break
+		}
 	}
 	fmt.Fprintf(stdout, "paused the consumer of %s while the streams are read (webhooks are still taken)\n", strings.Join(want, ", "))
 	return want, resume, nil
+}
+
+// consumerServes are the running serves with the consumer role, from
+// their answers on hookgate.instances: none when nothing subscribes there
+// (no serve runs, or only this command's own embedded server). Serves
+// that subscribe but do not answer fail it: one of them may be applying.
+func consumerServes(ctx context.Context, sys *system) ([]string, error) {
+	answers, err := jetstream.AskInstances(ctx, sys.conn, jetstream.AskOptions{Wait: 5 * time.Second, Quiet: time.Second})
+	switch {
+	case errors.Is(err, jetstream.ErrNoSubscriber):
+		return nil, nil
+	case errors.Is(err, jetstream.ErrNoAnswer):
+		return nil, fmt.Errorf("backup: %v: a serve is connected but none answered, so whether one applies events is unknown; nothing written. Try again, or see hookgate status", err)
+	case err != nil:
+		return nil, fmt.Errorf("backup: %w", err)
+	}
+	var want []string
+	for _, a := range answers {
+		var d instanceDoc
+		if json.Unmarshal(a, &d) == nil && slices.Contains(d.Roles, "consumer") && !slices.Contains(want, d.Instance) {
+			want = append(want, d.Instance)
+		}
+	}
+	return want, nil
 }
 
 // pauseLease is how long one pause request holds a consumer. The backup

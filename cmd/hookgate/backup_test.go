@@ -17,6 +17,7 @@ import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nats.go"
 )
 
 // backupConfig: serve with its consumer on an embedded server in dataDir
@@ -330,5 +331,38 @@ func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
 	waitApplied(t, c, s)
 	if keys := streamKeys(t, c, jetstream.StreamGrants); !slices.Contains(keys, "p:default:evt:e-00001") {
 		t.Fatalf("after the refused backup the serve did not apply: GRANTS %v", keys)
+	}
+}
+
+// TestBackupRefusedWhenNoServeAnswers: something subscribes to
+// hookgate.instances but does not answer (a serve too busy, or one whose
+// permissions let it subscribe but not reply): whether a consumer applies
+// is unknown, so the backup refuses instead of reading the streams
+// unpaused, which it may do only when nothing subscribes at all.
+func TestBackupRefusedWhenNoServeAnswers(t *testing.T) {
+	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), MaxPayload: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown()
+	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "mute", Embedded: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sys := &system{conn: c}
+	if want, err := consumerServes(t.Context(), sys); err != nil || len(want) != 0 {
+		t.Fatalf("nothing subscribed: %v, %v; want nothing to pause", want, err)
+	}
+	sub, err := c.NC.Subscribe(jetstream.SubjectInstances, func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if want, err := consumerServes(t.Context(), sys); err == nil || !strings.Contains(err.Error(), "none answered") {
+		t.Fatalf("a subscriber that does not answer: %v, %v; want the backup refused", want, err)
 	}
 }
