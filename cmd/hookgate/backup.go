@@ -515,6 +515,9 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		again, err := consumerServes(ctx, sys)
 		if err != nil {
 			resume()
+			if ctx.Err() != nil {
+				return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
+			}
 			return nil, noop, err
 		}
 		mu.Lock()
@@ -525,8 +528,14 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			}
 		}
 		mu.Unlock()
-		if !grew || round == 3 {
+		if !grew {
 			break
+		}
+		if round == 3 {
+			// Each new one is waited for in the next round: serves
+			// still starting after four (a rolling deploy) are not.
+			resume()
+			return nil, noop, errors.New("backup: serves with the consumer role kept starting while the backup paused them (a deploy under way?); nothing written: try again once they are up")
 		}
 	}
 	fmt.Fprintf(stdout, "paused the consumer of %s while the streams are read (webhooks are still taken)\n", strings.Join(want, ", "))

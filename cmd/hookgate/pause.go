@@ -78,8 +78,16 @@ func (g *pauseGate) handle(req jetstream.PauseRequest) jetstream.PauseAnswer {
 		a.Err = "this pause has ended"
 		return a
 	}
-	g.pauses[req.ID] = time.Now().Add(min(max(req.For, 0), maxPause))
+	d := min(max(req.For, 0), maxPause)
+	g.pauses[req.ID] = time.Now().Add(d)
 	g.signal()
+	// Told paused until the pause ends, also on a standby, which does
+	// not wait on the gate (review BD).
+	time.AfterFunc(d, func() {
+		g.mu.Lock()
+		g.pausedUntil()
+		g.mu.Unlock()
+	})
 	if g.cancel != nil {
 		a.Applying = true
 		g.byPause = true
