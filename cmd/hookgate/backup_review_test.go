@@ -432,7 +432,7 @@ func TestReviewBARestoreAfterTheHorizonAppliesAgain(t *testing.T) {
 	fixed := false
 	recv := newReviewBAReceiver(t, k1, func() bool { mu.Lock(); defer mu.Unlock(); return fixed })
 	provider := "    ordering: none\n    effects:\n      forward: { url: \"" + recv.srv.URL + "\", timeout: 5s }\n"
-	top := "dedup: { horizon: 3s, window: 1s }\nconsumer: { backoff: [60s] }\n"
+	top := "dedup: { horizon: 3s, window: 1s }\nconsumer: { backoff: [20s] }\n"
 	a, cfgA, c := reviewBAServe(t, provider, top)
 	client := &http.Client{Timeout: 10 * time.Second}
 	post := func(base, id string) {
