@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hookgate/hookgate/jetstream"
 )
 
 // Review BC (the operator's walk through backup and restore): tests that
@@ -26,25 +24,8 @@ import (
 // Expected: an interrupt ends the wait at once (the resume is still sent
 // without the cancelled context), the backup exits 1 and leaves nothing.
 func TestReviewBCInterruptWhileWaitingForThePause(t *testing.T) {
-	listen := review9gFreeAddr(t)
-	cfg := backupConfig(t, t.TempDir(), listen)
-	review7Start(t, cfg, true)
-	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "old-serve", URL: "nats://" + listen, Token: "tok"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	// A serve with the consumer role that does not answer the pause.
-	stop, err := jetstream.AnswerInstances(c, func() []byte {
-		return []byte(`{"instance":"old-host/7","version":"v0.9.0","roles":["gateway","consumer"],"applying":true}`)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	was := pauseAnswerWait
-	pauseAnswerWait = 30 * time.Second
-	defer func() { pauseAnswerWait = was }()
+	_, cfg, _ := serveBesideAnOldServe(t, 30*time.Second)
 
 	out := filepath.Join(t.TempDir(), "backup")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -52,7 +33,7 @@ func TestReviewBCInterruptWhileWaitingForThePause(t *testing.T) {
 	time.AfterFunc(3*time.Second, cancel) // the operator's Ctrl-C, while the pause is awaited
 	var so, se strings.Builder
 	start := time.Now()
-	err = run(ctx, []string{"backup", "--config", cfg, "--out", out}, func(string) string { return "" }, nil, &so, &se)
+	err := run(ctx, []string{"backup", "--config", cfg, "--out", out}, func(string) string { return "" }, nil, &so, &se)
 	took := time.Since(start)
 	code := exitCode(err, &se)
 	if took > 10*time.Second {

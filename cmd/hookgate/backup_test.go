@@ -289,12 +289,12 @@ func TestBackupUnderLoadRestoresAConsistentStore(t *testing.T) {
 	}
 }
 
-// TestBackupRefusedWhenAConsumerDoesNotPause: a running serve with the
-// consumer role that does not answer the pause (a hookgate from before
-// backup) would apply events while the streams are read, so the backup
-// refuses, names it, and leaves nothing behind; the serves that did pause
-// are resumed and apply again.
-func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
+// serveBesideAnOldServe runs serve (its embedded server listening) and,
+// on a connection of its own, an older serve "old-host/7" with the
+// consumer role: it answers on hookgate.instances, not on the pause. The
+// backup waits wait for the pause's answers (restored at cleanup).
+func serveBesideAnOldServe(t *testing.T, wait time.Duration) (*review7Serve, string, *jetstream.Conn) {
+	t.Helper()
 	listen := review9gFreeAddr(t)
 	cfg := backupConfig(t, t.TempDir(), listen)
 	s := review7Start(t, cfg, true)
@@ -302,18 +302,27 @@ func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	// An older serve: it answers on hookgate.instances, not on the pause.
+	t.Cleanup(c.Close)
 	stop, err := jetstream.AnswerInstances(c, func() []byte {
 		return []byte(`{"instance":"old-host/7","version":"v0.9.0","roles":["gateway","consumer"],"applying":true}`)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	t.Cleanup(stop)
 	was := pauseAnswerWait
-	pauseAnswerWait = 3 * time.Second
-	defer func() { pauseAnswerWait = was }()
+	pauseAnswerWait = wait
+	t.Cleanup(func() { pauseAnswerWait = was })
+	return s, cfg, c
+}
+
+// TestBackupRefusedWhenAConsumerDoesNotPause: a running serve with the
+// consumer role that does not answer the pause (a hookgate from before
+// backup) would apply events while the streams are read, so the backup
+// refuses, names it, and leaves nothing behind; the serves that did pause
+// are resumed and apply again.
+func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
+	s, cfg, c := serveBesideAnOldServe(t, 3*time.Second)
 	out := filepath.Join(t.TempDir(), "backup")
 	r := review9Run(t, "", "backup", "--config", cfg, "--out", out)
 	if r.code != 1 || !strings.Contains(r.stderr, "the consumer of old-host/7: no answer") || !strings.Contains(r.stderr, "did not pause") {
