@@ -197,7 +197,7 @@ func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, o Rest
 	// An empty message ends it; the answer is the stream created, or why
 	// not. The server opens the stream before answering: for a large one
 	// that takes a while.
-	done, err := c.NC.RequestWithContext(ctx, ans.DeliverSubject, nil)
+	done, err := requestDelivered(ctx, c, ans.DeliverSubject, nil, nil)
 	if err != nil {
 		return classify("restore "+name, err)
 	}
@@ -220,7 +220,7 @@ const (
 func restoreChunk(ctx context.Context, c *Conn, name, subject string, chunk []byte) error {
 	cctx, cancel := context.WithTimeout(ctx, snapshotIdle)
 	defer cancel()
-	m, err := c.NC.RequestWithContext(cctx, subject, chunk)
+	m, err := requestDelivered(cctx, c, subject, chunk, nil)
 	if err != nil {
 		return classify("restore "+name, err)
 	}
@@ -233,6 +233,35 @@ func restoreChunk(ctx context.Context, c *Conn, name, subject string, chunk []by
 	}
 	return fmt.Errorf("restore %s: the server refused the snapshot: %w", name, a.Error)
 }
+
+// requestDelivered is a request to a restore's deliver subject. On a
+// cluster the server that took the restore may not be the one this
+// connection is on, and the interest in that subject reaches this one a
+// moment later: until it does, the request finds no responder (a test run
+// here: KV_APPLIED's restore began on another server than the two before
+// it, and failed with "no responders"). Nothing was delivered then, so it
+// is sent again, for up to noResponderWait; retrying (may be nil) is
+// called before each time.
+func requestDelivered(ctx context.Context, c *Conn, subject string, data []byte, retrying func()) (*nats.Msg, error) {
+	end := time.Now().Add(noResponderWait)
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		m, err := c.NC.RequestWithContext(ctx, subject, data)
+		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(end) {
+			return m, err
+		}
+		if retrying != nil {
+			retrying()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
+// noResponderWait bounds requestDelivered's tries.
+const noResponderWait = 10 * time.Second
 
 // apiRequest sends a JetStream API request and reads its answer.
 func apiRequest(ctx context.Context, c *Conn, subject string, req []byte) (apiReply, error) {
