@@ -21,21 +21,26 @@ const SubjectInstances = "hookgate.instances"
 // answer at once; it must be safe for concurrent use with the rest of the
 // process. A subscription the server's permissions deny is an error.
 func AnswerInstances(c *Conn, report func() []byte) (stop func(), err error) {
-	sub, err := c.NC.Subscribe(SubjectInstances, func(m *nats.Msg) {
+	return answer(c, SubjectInstances, report)
+}
+
+// answer is AnswerInstances on any subject.
+func answer(c *Conn, subject string, report func() []byte) (stop func(), err error) {
+	sub, err := c.NC.Subscribe(subject, func(m *nats.Msg) {
 		if m.Reply == "" {
 			return
 		}
 		_ = m.Respond(report())
 	})
 	if err != nil {
-		return nil, fmt.Errorf("subscribe %s: %w", SubjectInstances, err)
+		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
 	// The server refuses a subscription its permissions deny after
 	// Subscribe returned: its -ERR comes before the answer to a flush.
 	if c.NC.FlushTimeout(5*time.Second) == nil {
-		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), SubjectInstances) {
+		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), subject) {
 			_ = sub.Unsubscribe()
-			return nil, fmt.Errorf("subscribe %s: %w", SubjectInstances, le)
+			return nil, fmt.Errorf("subscribe %s: %w", subject, le)
 		}
 	}
 	return func() { _ = sub.Unsubscribe() }, nil
@@ -55,23 +60,28 @@ type AskOptions struct {
 var ErrNoAnswer = errors.New("no hookgate serve answered")
 
 // ErrNoSubscriber is the ErrNoAnswer (both match) of nothing subscribed to
-// SubjectInstances: no serve is connected, as against serves that did not
+// the subject asked: no serve is connected, as against serves that did not
 // answer in time.
-var ErrNoSubscriber = errors.New("nothing subscribes to " + SubjectInstances)
+var ErrNoSubscriber = errors.New("nothing subscribes")
 
 // AskInstances sends one request on SubjectInstances and returns the
 // answers that came (in arrival order). With none it returns ErrNoAnswer,
 // wrapped with why: no subscriber, or none in o.Wait (a serve too busy to
 // answer, or NATS permissions that deny the subject).
 func AskInstances(ctx context.Context, c *Conn, o AskOptions) ([][]byte, error) {
+	return ask(ctx, c, SubjectInstances, o)
+}
+
+// ask is AskInstances on any subject.
+func ask(ctx context.Context, c *Conn, subject string, o AskOptions) ([][]byte, error) {
 	inbox := c.NC.NewInbox()
 	sub, err := c.NC.SubscribeSync(inbox)
 	if err != nil {
-		return nil, fmt.Errorf("ask %s: %w", SubjectInstances, err)
+		return nil, fmt.Errorf("ask %s: %w", subject, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if err := c.NC.PublishRequest(SubjectInstances, inbox, nil); err != nil {
-		return nil, fmt.Errorf("ask %s: %w", SubjectInstances, err)
+	if err := c.NC.PublishRequest(subject, inbox, nil); err != nil {
+		return nil, fmt.Errorf("ask %s: %w", subject, err)
 	}
 	deadline := time.Now().Add(o.Wait)
 	var answers [][]byte
@@ -89,7 +99,7 @@ wait:
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			// The server's answer when nothing subscribes to the subject.
-			return nil, fmt.Errorf("%w: %w", ErrNoAnswer, ErrNoSubscriber)
+			return nil, fmt.Errorf("%w: %w to %s", ErrNoAnswer, ErrNoSubscriber, subject)
 		case err != nil && ctx.Err() != nil:
 			return answers, ctx.Err()
 		case err != nil:
@@ -98,6 +108,10 @@ wait:
 		answers = append(answers, m.Data)
 	}
 	if len(answers) == 0 {
+		if r := c.Refusal(); r != nil && strings.Contains(r.Error(), subject) {
+			// The permissions deny the request: say so, not "no answer".
+			return nil, fmt.Errorf("ask %s: %w", subject, r)
+		}
 		return nil, fmt.Errorf("%w within %s", ErrNoAnswer, o.Wait)
 	}
 	return answers, nil

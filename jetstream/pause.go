@@ -3,6 +3,7 @@ package jetstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,9 @@ type PauseAnswer struct {
 	Err      string `json:"error,omitempty"`
 }
 
+// askPauseAgain is how often AskPause sends its request again.
+const askPauseAgain = 5 * time.Second
+
 // AnswerPauses hands each request on SubjectPause to handle, each in its
 // own goroutine (a pause answers only once the events under way are
 // done), and sends its answer back, until stop is called.
@@ -57,7 +61,8 @@ func AnswerPauses(c *Conn, handle func(PauseRequest) PauseAnswer) (stop func(), 
 }
 
 // AskPause sends req on SubjectPause and collects the answers until every
-// instance in want has answered or wait has passed.
+// instance in want has answered or wait has passed, sending it again
+// every askPauseAgain meanwhile.
 func AskPause(ctx context.Context, c *Conn, req PauseRequest, want []string, wait time.Duration) (map[string]PauseAnswer, error) {
 	inbox := c.NC.NewInbox()
 	sub, err := c.NC.SubscribeSync(inbox)
@@ -70,8 +75,7 @@ func AskPause(ctx context.Context, c *Conn, req PauseRequest, want []string, wai
 		return nil, fmt.Errorf("ask %s: %w", SubjectPause, err)
 	}
 	got := map[string]PauseAnswer{}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
+	deadline := time.Now().Add(wait)
 	for {
 		done := true
 		for _, w := range want {
@@ -82,13 +86,76 @@ func AskPause(ctx context.Context, c *Conn, req PauseRequest, want []string, wai
 		if done {
 			return got, nil
 		}
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
 			return got, nil // the caller tells who did not answer
+		}
+		m, err := nextWithin(ctx, sub, min(left, askPauseAgain))
+		if err != nil {
+			if ctx.Err() == nil && time.Until(deadline) > 0 {
+				// Sent again to those that have not answered: one whose
+				// consumer subscribed only after the request went out
+				// (a serve starting) gets it now; one that is pausing
+				// answers the first it got.
+				_ = c.NC.PublishRequest(SubjectPause, inbox, b)
+			}
+			continue
 		}
 		var a PauseAnswer
 		if json.Unmarshal(m.Data, &a) == nil && a.Instance != "" {
 			got[a.Instance] = a
 		}
 	}
+}
+
+// SubjectBackupRunning is where a running `hookgate backup` answers, for
+// as long as it reads the streams, with its PauseRequest: a serve that
+// starts during a backup takes the pause before it applies anything (the
+// backup's renewals would reach it only with the next one), and an
+// operator command that applies events refuses to run.
+const SubjectBackupRunning = "hookgate.backup.running"
+
+// SubjectOperatorApplying is where a running operator command that applies
+// events (`replay`, `dlq replay`) answers with its OperatorRun: a backup
+// that hears one refuses, as the streams it read would hold half a replay.
+const SubjectOperatorApplying = "hookgate.operator.applying"
+
+// OperatorRun names a running operator command in its answers on
+// SubjectOperatorApplying.
+type OperatorRun struct {
+	Command  string    `json:"command"`
+	Instance string    `json:"instance"`
+	Started  time.Time `json:"started"`
+}
+
+// Announce answers every request on subject with v's JSON until stop is
+// called. A subscription the server's permissions deny is an error.
+func Announce(c *Conn, subject string, v any) (stop func(), err error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("announce on %s: %w", subject, err)
+	}
+	return answer(c, subject, func() []byte { return b })
+}
+
+// Running asks subject who is announced there (Announce) and decodes each
+// answer into a T; none when nothing subscribes, which the server says at
+// once. Something subscribed that does not answer within two seconds is
+// ErrNoAnswer: the caller cannot tell whether it runs.
+func Running[T any](ctx context.Context, c *Conn, subject string) ([]T, error) {
+	answers, err := ask(ctx, c, subject, AskOptions{Wait: 2 * time.Second, Quiet: 250 * time.Millisecond})
+	if errors.Is(err, ErrNoSubscriber) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, a := range answers {
+		var v T
+		if json.Unmarshal(a, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out, nil
 }

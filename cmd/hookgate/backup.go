@@ -445,13 +445,27 @@ func undoRestore(c *jetstream.Conn, names []string) string {
 // consumer can go on from.
 func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused []string, resume func(), err error) {
 	noop := func() {}
-	want, err := consumerServes(ctx, sys)
-	if err != nil || len(want) == 0 {
+	req := jetstream.PauseRequest{ID: fmt.Sprintf("backup-%s-%d", instanceName(), time.Now().UnixNano()), For: pauseLease}
+	// Announced before anything else, until the resume: a serve that
+	// starts meanwhile takes the pause before it applies, and an operator's
+	// replay refuses to start. One that runs already refuses the backup.
+	stopAnnounce, err := jetstream.Announce(sys.conn, jetstream.SubjectBackupRunning, req)
+	if err != nil {
+		return nil, noop, fmt.Errorf("backup: %w (on a cluster with authorization the backup's user subscribes to %s)", err, jetstream.SubjectBackupRunning)
+	}
+	if err := operatorsApplying(ctx, sys); err != nil {
+		stopAnnounce()
 		return nil, noop, err
 	}
-	req := jetstream.PauseRequest{ID: fmt.Sprintf("backup-%s-%d", instanceName(), time.Now().UnixNano()), For: pauseLease}
+	want, err := consumerServes(ctx, sys)
+	if err != nil {
+		stopAnnounce()
+		return nil, noop, err
+	}
 	// The resume, and the renewals until it, go out also after an
-	// interrupt; the wait for the pause's answers ends with it.
+	// interrupt; the wait for the pause's answers ends with it. They go
+	// out with no serve found too: one that started since took the pause
+	// from the announcement, and waits for them.
 	var mu sync.Mutex // want grows when a check finds another serve
 	send := func(ctx context.Context, r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
 		mu.Lock()
@@ -468,6 +482,9 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		once.Do(func() {
 			close(stopRenew)
 			<-renewDone
+			// Announced no more before the resume: a serve that took the
+			// pause from the announcement hears the resume too.
+			stopAnnounce()
 			send(always, jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
 		})
 	}
@@ -484,6 +501,9 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			}
 		}
 	}()
+	if len(want) == 0 {
+		return nil, resume, nil
+	}
 	// Pause, then look again for serves with the consumer role: one that
 	// answered hookgate.instances late or started meanwhile got the same
 	// request (every serve subscribes) and is waited for too, until a
@@ -564,6 +584,24 @@ func consumerServes(ctx context.Context, sys *system) ([]string, error) {
 		}
 	}
 	return want, nil
+}
+
+// operatorsApplying fails the backup when an operator command that applies
+// events runs (jetstream.SubjectOperatorApplying): the streams read one
+// after another would hold part of its work.
+func operatorsApplying(ctx context.Context, sys *system) error {
+	runs, err := jetstream.Running[jetstream.OperatorRun](ctx, sys.conn, jetstream.SubjectOperatorApplying)
+	if err != nil {
+		return fmt.Errorf("backup: asking whether an operator's replay applies events: %w; nothing written. Try again", err)
+	}
+	if len(runs) > 0 {
+		var named []string
+		for _, r := range runs {
+			named = append(named, fmt.Sprintf("'hookgate %s' on %s (since %s)", r.Command, r.Instance, r.Started.Format(time.RFC3339)))
+		}
+		return fmt.Errorf("backup: %s applies events; nothing written: back up after it ends", strings.Join(named, ", "))
+	}
+	return nil
 }
 
 // pauseLease is how long one pause request holds a consumer. The backup

@@ -235,6 +235,19 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				return err
 			}
 			defer stop()
+			// A backup that began before this serve subscribed asked
+			// without it: take its pause now, before applying anything
+			// (its next renewal would come only after pauseRenew).
+			backups, err := jetstream.Running[jetstream.PauseRequest](ctx, conn, jetstream.SubjectBackupRunning)
+			if err != nil && ctx.Err() == nil {
+				logger.Warn("could not ask whether a hookgate backup runs: a running one pauses this consumer with its next renewal", slog.String("error", err.Error()))
+			}
+			for _, b := range backups {
+				if b.ID != "" && !b.Resume {
+					gate.handle(b)
+					logger.Info("a hookgate backup is reading the streams: the consumer applies events once it ends", slog.String("backup", b.ID))
+				}
+			}
 			return run(ctx)
 		}
 	}

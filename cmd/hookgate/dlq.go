@@ -93,6 +93,13 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return dlqShow(ctx, sys, seqs[0], stdout)
 	}
 
+	if !*dryRun {
+		stop, err := announceApplying(ctx, sys, "dlq replay", stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 

@@ -141,18 +141,22 @@ func (r *instanceReporter) report() []byte {
 	return b
 }
 
-// answerInstances makes serve answer `hookgate status`'s question until
-// ctx ends, keeping r's readiness fresh meanwhile. A serve that cannot
-// subscribe (NATS permissions) still runs: it logs why, and status lists
-// no instance for it.
-func answerInstances(ctx context.Context, sys *system, r *instanceReporter, logger *slog.Logger) {
+// answerInstances makes serve answer `hookgate status`'s question from
+// now (before its consumer starts: a backup finds every serve that may
+// apply events here) until the returned function's ctx ends, keeping r's
+// readiness fresh meanwhile. A serve that cannot subscribe (NATS
+// permissions) still runs: it logs why, and status lists no instance for
+// it.
+func answerInstances(sys *system, r *instanceReporter, logger *slog.Logger) func(ctx context.Context) {
 	stop, err := jetstream.AnswerInstances(sys.conn, r.report)
 	if err != nil {
 		logger.Warn("hookgate status will not list this instance", slog.String("error", err.Error()))
-		return
+		return func(context.Context) {}
 	}
-	defer stop()
-	r.run(ctx)
+	return func(ctx context.Context) {
+		defer stop()
+		r.run(ctx)
+	}
 }
 
 // instancesView is what status shows of the running serves: the answers,

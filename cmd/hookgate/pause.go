@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -179,4 +181,30 @@ func (g *pauseGate) start(ctx context.Context) (runCtx context.Context, done fun
 func instanceName() string {
 	host, _ := os.Hostname()
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// announceApplying, for an operator command that applies events (replay,
+// dlq replay), refuses to run while a `hookgate backup` reads the streams
+// (they would hold part of the run), and tells a backup that starts later
+// that this run applies (jetstream.SubjectOperatorApplying) until stop.
+// Where NATS permissions deny the subjects, it says so on stderr and runs.
+func announceApplying(ctx context.Context, sys *system, command string, stderr io.Writer) (stop func(), err error) {
+	run := jetstream.OperatorRun{Command: command, Instance: instanceName(), Started: time.Now().UTC()}
+	stop, err = jetstream.Announce(sys.conn, jetstream.SubjectOperatorApplying, run)
+	if err != nil {
+		fmt.Fprintf(stderr, "hookgate: %s: a backup started during this run will not see it: %v\n", command, err)
+		stop = func() {}
+	}
+	backups, err := jetstream.Running[jetstream.PauseRequest](ctx, sys.conn, jetstream.SubjectBackupRunning)
+	switch {
+	case errors.Is(err, jetstream.ErrAuthorization):
+		fmt.Fprintf(stderr, "hookgate: %s: cannot ask whether a backup runs: %v\n", command, err)
+	case err != nil:
+		stop()
+		return nil, fmt.Errorf("%s: asking whether a hookgate backup runs: %w; nothing changed, try again", command, err)
+	case len(backups) > 0:
+		stop()
+		return nil, fmt.Errorf("%s: a hookgate backup is reading the streams (%s); nothing changed: run %s after it ends (the backup would hold part of this run)", command, backups[0].ID, command)
+	}
+	return stop, nil
 }

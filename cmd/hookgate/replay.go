@@ -104,6 +104,13 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	defer sys.Close()
+	if !*dryRun {
+		stop, err := announceApplying(ctx, sys, "replay", stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 

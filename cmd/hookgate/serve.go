@@ -285,7 +285,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	// says: a store that stopped writing is seen only here, in memory.
 	reporter := newInstanceReporter(cfg, listeners, started, ready, applying)
 	reporter.paused = paused
-	g.Go(func() error { answerInstances(gctx, sys, reporter, logger); return nil })
+	runAnswers := answerInstances(sys, reporter, logger)
+	g.Go(func() error { runAnswers(gctx); return nil })
 	var gw *gateway.Handler
 	for _, l := range listeners {
 		if !l.webhooks {
