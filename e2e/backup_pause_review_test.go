@@ -134,34 +134,95 @@ func TestReviewBBPauseLostAtAHandover(t *testing.T) {
 	if err := nc.PublishRequest("hookgate.consumer.pause", inbox, req); err != nil {
 		t.Fatal(err)
 	}
+	// Both serves answer: the holder once it is idle, the standby at once.
 	var answers []string
-	for {
-		m, err := sub.NextMsg(5 * time.Second)
+	answered := map[int]bool{}
+	for end := time.Now().Add(30 * time.Second); len(answered) < len(procs); {
+		m, err := sub.NextMsg(time.Until(end))
 		if err != nil {
-			break
+			t.Fatalf("answers to the pause within 30 s: %v (%v)", answers, err)
 		}
 		answers = append(answers, string(m.Data))
-	}
-	paused := slices.ContainsFunc(answers, func(a string) bool {
-		return strings.Contains(a, fmt.Sprintf("/%d\"", procs[holder].cmd.Process.Pid)) && strings.Contains(a, `"paused":true`)
-	})
-	if !paused {
-		t.Fatalf("the holder did not answer paused: %v", answers)
+		for i, p := range procs {
+			if strings.Contains(string(m.Data), fmt.Sprintf("/%d\"", p.cmd.Process.Pid)) && strings.Contains(string(m.Data), `"paused":true`) {
+				answered[i] = true
+			}
+		}
 	}
 	t.Logf("answers to the pause: %v", answers)
-	paused0 := time.Now()
 
 	k1 := reviewBBPost(t, standby.baseURL, "bb-handover-1", "S1")
-	time.Sleep(2 * time.Second)
-	if reviewBBGranted(t, j, k1) {
-		t.Fatal("applied while paused, before any handover")
-	}
 	procs[holder].stop(t) // SIGTERM, mid-backup
-	for time.Since(paused0) < 12*time.Second {
-		if reviewBBGranted(t, j, k1) {
-			t.Fatalf("%s applied by the standby %s after the holder stopped, %s into a pause of 1 min that nobody resumed: the pause did not survive the handover",
-				k1, standby.name, time.Since(paused0).Round(100*time.Millisecond))
+	// The standby takes the lock; the pause it keeps holds it before it
+	// opens the consumer, and its paused flag (hookgate status) says so:
+	// read once it holds the lock, no window to wait out.
+	mine := fmt.Sprintf("/%d/", standby.cmd.Process.Pid)
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(lockOwner(t, j), mine); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the standby did not take the consumer lock within 30 s of the holder's stop (owner %q)", lockOwner(t, j))
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	d := reviewBBStatusOf(t, cfg, standby)
+	if !d.Paused || d.Applying || reviewBBGranted(t, j, k1) {
+		t.Fatalf("the standby %s took the lock in the middle of a pause of 1 min that nobody resumed and is not held by it (%+v; %s applied: %v): the pause did not survive the handover",
+			standby.name, d, k1, reviewBBGranted(t, j, k1))
+	}
+	// The backup ends: the event that waited is applied.
+	req, _ = json.Marshal(map[string]any{"id": "backup-review-bb", "resume": true})
+	if err := nc.Publish("hookgate.consumer.pause", req); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(30 * time.Second); !reviewBBGranted(t, j, k1); time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%s not applied within 30 s of the resume", k1)
+		}
+	}
+}
+
+// lockOwner is the consumer lock's lease owner, "" when none holds it
+// (or it cannot be read now).
+func lockOwner(t *testing.T, j js.JetStream) string {
+	t.Helper()
+	kv, err := j.KeyValue(t.Context(), "HOOKGATE_LOCKS")
+	if err != nil {
+		return ""
+	}
+	e, err := kv.Get(t.Context(), "consumer")
+	if err != nil {
+		return ""
+	}
+	var m struct {
+		Lease *struct{ Owner string } `json:"lease"`
+	}
+	if json.Unmarshal(e.Value(), &m) != nil || m.Lease == nil {
+		return ""
+	}
+	return m.Lease.Owner
+}
+
+// reviewBBInstance is what review BB reads of a serve in `hookgate
+// status --json`.
+type reviewBBInstance struct {
+	Instance string `json:"instance"`
+	Paused   bool   `json:"paused"`
+	Applying bool   `json:"applying"`
+}
+
+// reviewBBStatusOf is p's entry in `hookgate status --json`.
+func reviewBBStatusOf(t *testing.T, cfg string, p *hgProc) reviewBBInstance {
+	t.Helper()
+	stdout, stderr, code := cliRun(t, "status", "--json", "--config", cfg)
+	var st struct {
+		Instances []reviewBBInstance `json:"instances"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+	}
+	for _, d := range st.Instances {
+		if strings.HasSuffix(d.Instance, fmt.Sprintf("/%d", p.cmd.Process.Pid)) {
+			return d
+		}
+	}
+	t.Fatalf("status lists no instance of %s (pid %d): %s", p.name, p.cmd.Process.Pid, stdout)
+	return reviewBBInstance{}
 }

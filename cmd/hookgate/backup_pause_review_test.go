@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -52,7 +53,6 @@ func TestReviewBBOverlappingBackupsOneResumeEndsTheOther(t *testing.T) {
 	if a := reviewBBPause(t, c, jetstream.PauseRequest{ID: "backup-A", For: time.Minute}); !a.Paused {
 		t.Fatalf("backup A's pause: %+v", a)
 	}
-	defer reviewBBPause(t, c, jetstream.PauseRequest{ID: "backup-A", Resume: true})
 	if a := reviewBBPause(t, c, jetstream.PauseRequest{ID: "backup-B", For: time.Minute}); !a.Paused {
 		t.Fatalf("backup B's pause: %+v", a)
 	}
@@ -60,17 +60,40 @@ func TestReviewBBOverlappingBackupsOneResumeEndsTheOther(t *testing.T) {
 	if code, st, err := backupPost(client, s.base, body); err != nil || code != 200 || st != "accepted" {
 		t.Fatalf("post: %d %q %v", code, st, err)
 	}
+	// Each pause is answered once the consumer is idle, and it starts
+	// again only when no pause is left in the gate, which the serve's
+	// paused flag shows (set and cleared with the gate's pauses, before
+	// a pause or resume is answered): read after each step, no window
+	// to wait out.
 	key := "p:default:evt:e-00001"
-	time.Sleep(2 * time.Second)
-	if slices.Contains(streamKeys(t, c, jetstream.StreamGrants), key) {
-		t.Fatal("applied while two pauses were in force")
+	if d := reviewBBDoc(t, c); !d.Paused || d.Applying || slices.Contains(streamKeys(t, c, jetstream.StreamGrants), key) {
+		t.Fatalf("with two pauses in force: %+v", d)
 	}
 	// Backup B is done; backup A still reads its streams.
 	reviewBBPause(t, c, jetstream.PauseRequest{ID: "backup-B", Resume: true})
-	time.Sleep(3 * time.Second)
-	if slices.Contains(streamKeys(t, c, jetstream.StreamGrants), key) {
-		t.Fatalf("backup B's resume ended backup A's pause: %s applied while A, not resumed and 60 s from running out, was still reading", key)
+	if d := reviewBBDoc(t, c); !d.Paused || d.Applying || slices.Contains(streamKeys(t, c, jetstream.StreamGrants), key) {
+		t.Fatalf("backup B's resume ended backup A's pause (A, not resumed and 60 s from running out, still reads): %+v", d)
 	}
+	// Backup A is done: the event that waited is applied.
+	reviewBBPause(t, c, jetstream.PauseRequest{ID: "backup-A", Resume: true})
+	waitApplied(t, c, s)
+	if !slices.Contains(streamKeys(t, c, jetstream.StreamGrants), key) {
+		t.Fatalf("%s not applied after both backups resumed", key)
+	}
+}
+
+// reviewBBDoc is this process's serve's answer on hookgate.instances.
+func reviewBBDoc(t *testing.T, c *jetstream.Conn) instanceDoc {
+	t.Helper()
+	answers, err := jetstream.AskInstances(t.Context(), c, jetstream.AskOptions{Wait: 5 * time.Second, Quiet: 300 * time.Millisecond})
+	for _, a := range answers {
+		var d instanceDoc
+		if json.Unmarshal(a, &d) == nil && d.Instance == instanceName() {
+			return d
+		}
+	}
+	t.Fatalf("no answer of %s on hookgate.instances: %q, %v", instanceName(), answers, err)
+	return instanceDoc{}
 }
 
 // TestReviewBBPauseWhileTheConsumerReopensStopsServe: after a pause ends,
@@ -129,10 +152,6 @@ func TestReviewBBPauseWhileTheConsumerReopensStopsServe(t *testing.T) {
 		}
 	}
 	reviewBBPause(t, c, jetstream.PauseRequest{ID: id(200), Resume: true})
-	time.Sleep(time.Second)
-	if err, ok := exited(); ok {
-		t.Fatalf("serve exited: %v\n%s", err, tail(s.stderr.String(), 1500))
-	}
 	_, body := backupEvent(1)
 	if code, st, err := backupPost(client, s.base, body); err != nil || code != 200 || st != "accepted" {
 		t.Fatalf("post after the pauses: %d %q %v", code, st, err)
@@ -140,6 +159,9 @@ func TestReviewBBPauseWhileTheConsumerReopensStopsServe(t *testing.T) {
 	waitApplied(t, c, s)
 	if !slices.Contains(streamKeys(t, c, jetstream.StreamGrants), "p:default:evt:e-00001") {
 		t.Fatal("not applied after the pauses")
+	}
+	if err, ok := exited(); ok {
+		t.Fatalf("serve exited: %v\n%s", err, tail(s.stderr.String(), 1500))
 	}
 	if strings.Contains(s.stderr.String(), "context canceled") {
 		t.Logf("log mentions context canceled:\n%s", tail(s.stderr.String(), 1500))
