@@ -448,7 +448,15 @@ func TestReviewBARestoreAfterTheHorizonAppliesAgain(t *testing.T) {
 	reviewBAWait(t, "e1's forward refused", a, func() bool { return recv.seen(k1+" 500") > 0 })
 	post(a.base, "e2")
 	reviewBAWait(t, "e2 applied", a, func() bool { return reviewBAAudit(t, c, "applied", k2) > 0 })
-	time.Sleep(200 * time.Millisecond) // its ack
+	// Its ack on the server: only e1, waiting out its retry, unacknowledged.
+	reviewBAWait(t, "e2's ack", a, func() bool {
+		ci, err := c.JS.Consumer(t.Context(), jetstream.StreamWebhooks, jetstream.DurableApply)
+		if err != nil {
+			return false
+		}
+		info, err := ci.Info(t.Context())
+		return err == nil && info.Delivered.Stream >= 2 && info.NumPending == 0 && info.NumAckPending == 1
+	})
 	out := filepath.Join(t.TempDir(), "backup")
 	if r := review9Run(t, "", "backup", "--config", cfgA, "--out", out); r.code != 0 {
 		t.Fatalf("backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
