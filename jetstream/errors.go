@@ -40,6 +40,10 @@ var (
 	// ErrNotConnected: the connection to NATS is down and reconnecting
 	// (Conn.Connected); requests fail at once meanwhile.
 	ErrNotConnected = errors.New("not connected to NATS (reconnecting)")
+	// ErrPermissionDenied: the NATS server accepted the credentials but
+	// its permissions deny this user the subject of a request (asking
+	// again fails the same way until they are changed).
+	ErrPermissionDenied = errors.New("nats permissions deny the subject")
 )
 
 // notConnected is nats.ErrReconnectBufExceeded as an operator reads it:

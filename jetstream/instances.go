@@ -108,14 +108,30 @@ wait:
 		answers = append(answers, m.Data)
 	}
 	if len(answers) == 0 {
-		if r := c.Refusal(); r != nil && strings.Contains(r.Error(), subject) {
+		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), subject) {
 			// The permissions deny the request: say so, not "no answer".
-			return nil, fmt.Errorf("ask %s: %w", subject, r)
+			return nil, fmt.Errorf("ask %s: %w (%v)", subject, ErrPermissionDenied, le)
+		}
+		if subject != SubjectInstances {
+			return nil, noAnswerOn{subject: subject, wait: o.Wait}
 		}
 		return nil, fmt.Errorf("%w within %s", ErrNoAnswer, o.Wait)
 	}
 	return answers, nil
 }
+
+// noAnswerOn is ErrNoAnswer on a subject other than SubjectInstances,
+// where what did not answer is not a serve (a backup, a replay).
+type noAnswerOn struct {
+	subject string
+	wait    time.Duration
+}
+
+func (e noAnswerOn) Error() string {
+	return fmt.Sprintf("something subscribes to %s but nothing answered within %s", e.subject, e.wait)
+}
+
+func (e noAnswerOn) Is(target error) bool { return target == ErrNoAnswer }
 
 // nextWithin is the subscription's next message within d.
 func nextWithin(ctx context.Context, sub *nats.Subscription, d time.Duration) (*nats.Msg, error) {

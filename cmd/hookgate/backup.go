@@ -453,13 +453,19 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 	if err != nil {
 		return nil, noop, fmt.Errorf("backup: %w (on a cluster with authorization the backup's user subscribes to %s)", err, jetstream.SubjectBackupRunning)
 	}
-	if err := operatorsApplying(ctx, sys); err != nil {
+	// Refused before it paused anyone: a serve that started meanwhile
+	// took the announced pause, and waits for its resume (review BE).
+	giveUp := func() {
 		stopAnnounce()
+		_, _ = jetstream.AskPause(context.WithoutCancel(ctx), sys.conn, jetstream.PauseRequest{ID: req.ID, Resume: true}, nil, time.Second)
+	}
+	if err := operatorsApplying(ctx, sys); err != nil {
+		giveUp()
 		return nil, noop, err
 	}
 	want, err := consumerServes(ctx, sys)
 	if err != nil {
-		stopAnnounce()
+		giveUp()
 		return nil, noop, err
 	}
 	// The resume, and the renewals until it, go out also after an
@@ -591,6 +597,9 @@ func consumerServes(ctx context.Context, sys *system) ([]string, error) {
 // after another would hold part of its work.
 func operatorsApplying(ctx context.Context, sys *system) error {
 	runs, err := jetstream.Running[jetstream.OperatorRun](ctx, sys.conn, jetstream.SubjectOperatorApplying)
+	if errors.Is(err, jetstream.ErrPermissionDenied) {
+		return fmt.Errorf("backup: asking whether an operator's replay applies events: %w; nothing written: let the backup's NATS user publish to %s (README, Backup and restore)", err, jetstream.SubjectOperatorApplying)
+	}
 	if err != nil {
 		return fmt.Errorf("backup: asking whether an operator's replay applies events: %w; nothing written. Try again", err)
 	}

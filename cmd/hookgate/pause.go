@@ -197,7 +197,7 @@ func announceApplying(ctx context.Context, sys *system, command string, stderr i
 	}
 	backups, err := jetstream.Running[jetstream.PauseRequest](ctx, sys.conn, jetstream.SubjectBackupRunning)
 	switch {
-	case errors.Is(err, jetstream.ErrAuthorization):
+	case errors.Is(err, jetstream.ErrPermissionDenied):
 		fmt.Fprintf(stderr, "hookgate: %s: cannot ask whether a backup runs: %v\n", command, err)
 	case err != nil:
 		stop()
