@@ -280,6 +280,19 @@ func asyncErrorLogger(log *slog.Logger, conn string) nats.ErrHandler {
 		}
 		if sub != nil {
 			attrs = append(attrs, slog.String("subject", sub.Subject))
+			// Which kind of subscription dropped, and how many so far: a
+			// channel's (the consumer's pull inbox, a stream read) or a
+			// callback's (nats.go's request replies, an answerer). A CI
+			// run's drop right after a consumer takeover could not be
+			// placed without it.
+			if n, _, perr := sub.Pending(); errors.Is(perr, nats.ErrTypeSubscription) {
+				attrs = append(attrs, slog.String("subscription", "channel"))
+			} else if perr == nil {
+				attrs = append(attrs, slog.String("subscription", "callback"), slog.Int("pending", n))
+			}
+			if d, derr := sub.Dropped(); derr == nil {
+				attrs = append(attrs, slog.Int("dropped", d))
+			}
 		}
 		log.Warn("nats asynchronous error", attrs...)
 	}

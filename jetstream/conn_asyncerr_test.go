@@ -15,7 +15,8 @@ import (
 
 // A subscription that drops messages is reported nowhere by nats.go unless
 // the connection has an error handler: Connect logs it, naming the
-// connection and the subject.
+// connection, the subject, the kind of subscription (a channel's or a
+// callback's) and how many it dropped.
 func TestConnectLogsSlowConsumer(t *testing.T) {
 	env := jstest.Start(t, "")
 	logger, logged := captureLog()
@@ -41,7 +42,7 @@ func TestConnectLogsSlowConsumer(t *testing.T) {
 			t.Fatalf("no slow-consumer line within 10 s; log: %q", logged())
 		}
 	}
-	for _, want := range []string{`"level":"WARN"`, `"connection":"watched"`, `"subject":"overflow.here"`} {
+	for _, want := range []string{`"level":"WARN"`, `"connection":"watched"`, `"subject":"overflow.here"`, `"subscription":"channel"`, `"dropped":`} {
 		if !strings.Contains(logged(), want) {
 			t.Errorf("log lacks %s: %q", want, logged())
 		}
