@@ -76,6 +76,7 @@ func AskPause(ctx context.Context, c *Conn, req PauseRequest, want []string, wai
 	}
 	got := map[string]PauseAnswer{}
 	deadline := time.Now().Add(wait)
+	again := time.Now().Add(askPauseAgain)
 	for {
 		done := true
 		for _, w := range want {
@@ -90,14 +91,21 @@ func AskPause(ctx context.Context, c *Conn, req PauseRequest, want []string, wai
 		if left <= 0 || ctx.Err() != nil {
 			return got, nil // the caller tells who did not answer
 		}
-		m, err := nextWithin(ctx, sub, min(left, askPauseAgain))
+		m, err := nextWithin(ctx, sub, min(left, time.Until(again)))
+		if errors.Is(err, nats.ErrNoResponders) {
+			// Nothing subscribes right now (a serve stopping, or one
+			// still starting): the server says so at once; wait for the
+			// next send rather than ask again in a loop.
+			_ = pause(ctx, min(time.Until(deadline), time.Until(again)))
+		}
 		if err != nil {
-			if ctx.Err() == nil && time.Until(deadline) > 0 {
+			if ctx.Err() == nil && time.Until(deadline) > 0 && !time.Now().Before(again) {
 				// Sent again to those that have not answered: one whose
 				// consumer subscribed only after the request went out
 				// (a serve starting) gets it now; one that is pausing
 				// answers the first it got.
 				_ = c.NC.PublishRequest(SubjectPause, inbox, b)
+				again = time.Now().Add(askPauseAgain)
 			}
 			continue
 		}

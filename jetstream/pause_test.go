@@ -78,3 +78,19 @@ func TestRunningHearsEveryAnnouncement(t *testing.T) {
 		t.Fatalf("a mute subscriber: %v, want ErrNoAnswer", err)
 	}
 }
+
+// With nothing subscribed to the pause (a serve that stopped after the
+// backup found it), the server answers each request "no responders" at
+// once: AskPause waits for its next send instead of asking again in a
+// loop until its wait ends.
+func TestAskPauseDoesNotSpinWithoutResponders(t *testing.T) {
+	env := jstest.Start(t, "")
+	before := env.Conn.NC.Stats().OutMsgs
+	got, err := jetstream.AskPause(t.Context(), env.Conn, jetstream.PauseRequest{ID: "b", For: time.Minute}, []string{"gone"}, 2*time.Second)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("answers %+v, %v; want none", got, err)
+	}
+	if sent := env.Conn.NC.Stats().OutMsgs - before; sent > 2 {
+		t.Fatalf("%d requests sent within a 2 s wait (one, and again every 5 s, expected)", sent)
+	}
+}
