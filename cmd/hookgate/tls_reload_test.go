@@ -82,12 +82,25 @@ func hangLook(t *testing.T, r *certReloader, live testpki.Files) {
 	go func() { defer close(first); _, _ = r.getCertificate(nil) }()
 	t.Cleanup(func() {
 		// A writer opens the FIFO and closes it: the read ends. Not
-		// blocking: with no reader left (the look never began) an open
-		// for writing would wait for good.
-		if w, err := os.OpenFile(live.ServerKey, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			_ = w.Close()
+		// blocking: with no reader an open for writing would wait for
+		// good. Tried until the look has ended: the look may not have
+		// opened the FIFO yet when the test is over (the open then finds
+		// no reader, and the look, opening it later, waited for a writer
+		// for good: a test run hung here until its 20 minutes ran out).
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if w, err := os.OpenFile(live.ServerKey, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				_ = w.Close()
+			}
+			select {
+			case <-first:
+				return
+			default:
+			}
+			if time.Now().After(end) {
+				t.Error("the hung look did not end within 30 s of opening its FIFO for writing")
+				return
+			}
 		}
-		<-first
 	})
 	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		if !r.look.TryLock() {
