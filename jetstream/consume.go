@@ -206,6 +206,9 @@ type Source struct {
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
 	pulls int
+	// dropped is how many deliveries nats.go had dropped from sub when
+	// reportDrops last looked.
+	dropped int
 	// open has the pulls the server may still answer with deliveries, by
 	// reply subject: not ended by a status of theirs, nor filled.
 	open map[string]*openPull
@@ -449,6 +452,7 @@ func (s *Source) pull(ctx context.Context) {
 			continue
 		}
 		err := s.pullOnce(ctx)
+		s.reportDrops()
 		if ctx.Err() != nil {
 			return
 		}
@@ -479,6 +483,27 @@ func (s *Source) pull(ctx context.Context) {
 			pause(ctx, pullPause)
 		}
 	}
+}
+
+// reportDrops logs, once per new drop, deliveries nats.go dropped from the
+// pull inbox (its channel was full): they come back only after the ack
+// wait, behind newer events of their subjects. With the pulls the source
+// has open and the channel's fill, so that a drop can be explained: one
+// right after a consumer takeover (a CI run) overflowed a channel that
+// should hold six whole batches, and could not be placed.
+func (s *Source) reportDrops() {
+	d, err := s.sub.Dropped()
+	if err != nil || d <= s.dropped {
+		return
+	}
+	left := 0
+	for _, p := range s.open {
+		left += p.left
+	}
+	s.health.log.Warn("deliveries dropped from the pull inbox (its channel was full): they come back after the ack wait, behind newer events of their subjects",
+		slog.Int("dropped", d-s.dropped), slog.Int("pulls_sent", s.pulls), slog.Int("pulls_open", len(s.open)),
+		slog.Int("open_left", left), slog.Int("queued", len(s.msgs)), slog.Int("capacity", cap(s.msgs)), slog.Int("batch", s.prefetch))
+	s.dropped = d
 }
 
 // errPullStatus is a status that ended a pull with an error: its
