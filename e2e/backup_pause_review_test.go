@@ -162,8 +162,14 @@ func TestReviewBBPauseLostAtAHandover(t *testing.T) {
 			t.Fatalf("the standby did not take the consumer lock within 30 s of the holder's stop (owner %q)", lockOwner(t, j))
 		}
 	}
-	d := reviewBBStatusOf(t, cfg, standby)
-	if !d.Paused || d.Applying || reviewBBGranted(t, j, k1) {
+	st := statusOf(t, cfg)
+	i := slices.IndexFunc(st.Instances, func(d statusInstance) bool {
+		return strings.HasSuffix(d.Instance, fmt.Sprintf("/%d", standby.cmd.Process.Pid))
+	})
+	if i < 0 {
+		t.Fatalf("status lists no instance of %s (pid %d): %+v", standby.name, standby.cmd.Process.Pid, st.Instances)
+	}
+	if d := st.Instances[i]; !d.Paused || d.Applying || reviewBBGranted(t, j, k1) {
 		t.Fatalf("the standby %s took the lock in the middle of a pause of 1 min that nobody resumed and is not held by it (%+v; %s applied: %v): the pause did not survive the handover",
 			standby.name, d, k1, reviewBBGranted(t, j, k1))
 	}
@@ -177,52 +183,4 @@ func TestReviewBBPauseLostAtAHandover(t *testing.T) {
 			t.Fatalf("%s not applied within 30 s of the resume", k1)
 		}
 	}
-}
-
-// lockOwner is the consumer lock's lease owner, "" when none holds it
-// (or it cannot be read now).
-func lockOwner(t *testing.T, j js.JetStream) string {
-	t.Helper()
-	kv, err := j.KeyValue(t.Context(), "HOOKGATE_LOCKS")
-	if err != nil {
-		return ""
-	}
-	e, err := kv.Get(t.Context(), "consumer")
-	if err != nil {
-		return ""
-	}
-	var m struct {
-		Lease *struct{ Owner string } `json:"lease"`
-	}
-	if json.Unmarshal(e.Value(), &m) != nil || m.Lease == nil {
-		return ""
-	}
-	return m.Lease.Owner
-}
-
-// reviewBBInstance is what review BB reads of a serve in `hookgate
-// status --json`.
-type reviewBBInstance struct {
-	Instance string `json:"instance"`
-	Paused   bool   `json:"paused"`
-	Applying bool   `json:"applying"`
-}
-
-// reviewBBStatusOf is p's entry in `hookgate status --json`.
-func reviewBBStatusOf(t *testing.T, cfg string, p *hgProc) reviewBBInstance {
-	t.Helper()
-	stdout, stderr, code := cliRun(t, "status", "--json", "--config", cfg)
-	var st struct {
-		Instances []reviewBBInstance `json:"instances"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &st); err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s%s", code, err, stdout, stderr)
-	}
-	for _, d := range st.Instances {
-		if strings.HasSuffix(d.Instance, fmt.Sprintf("/%d", p.cmd.Process.Pid)) {
-			return d
-		}
-	}
-	t.Fatalf("status lists no instance of %s (pid %d): %s", p.name, p.cmd.Process.Pid, stdout)
-	return reviewBBInstance{}
 }

@@ -121,32 +121,41 @@ func lockHolder(t *testing.T, j js.JetStream, procs []*hgProc) int {
 	t.Helper()
 	// The lock's bucket is R3: right after the cluster formed, or while a
 	// node dies, a read can meet no leader ("no responders"); wait for one.
-	var e js.KeyValueEntry
-	var err error
-	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var kv js.KeyValue
-		if kv, err = j.KeyValue(t.Context(), "HOOKGATE_LOCKS"); err == nil {
-			if e, err = kv.Get(t.Context(), "consumer"); err == nil {
-				break
-			}
-		}
+	owner := lockOwner(t, j)
+	for end := time.Now().Add(30 * time.Second); owner == ""; owner = lockOwner(t, j) {
 		if time.Now().After(end) {
-			t.Fatalf("reading the consumer lock for 30 s: %v", err)
+			t.Fatal("no consumer lock holder could be read for 30 s")
 		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i, p := range procs {
+		if strings.Contains(owner, fmt.Sprintf("/%d/", p.cmd.Process.Pid)) {
+			return i
+		}
+	}
+	t.Fatalf("consumer lock held by %s, none of the instances", owner)
+	return -1
+}
+
+// lockOwner is the consumer lock's lease owner, "" when none holds it
+// (or it cannot be read now).
+func lockOwner(t *testing.T, j js.JetStream) string {
+	t.Helper()
+	kv, err := j.KeyValue(t.Context(), "HOOKGATE_LOCKS")
+	if err != nil {
+		return ""
+	}
+	e, err := kv.Get(t.Context(), "consumer")
+	if err != nil {
+		return ""
 	}
 	var m struct {
 		Lease *struct{ Owner string } `json:"lease"`
 	}
-	if err := json.Unmarshal(e.Value(), &m); err != nil || m.Lease == nil {
-		t.Fatalf("consumer lock %s: %v", e.Value(), err)
+	if json.Unmarshal(e.Value(), &m) != nil || m.Lease == nil {
+		return ""
 	}
-	for i, p := range procs {
-		if strings.Contains(m.Lease.Owner, fmt.Sprintf("/%d/", p.cmd.Process.Pid)) {
-			return i
-		}
-	}
-	t.Fatalf("consumer lock held by %s, none of the instances", m.Lease.Owner)
-	return -1
+	return m.Lease.Owner
 }
 
 // inOrderSender posts each subject's events in order, each only after the

@@ -54,18 +54,11 @@ type statusJSON struct {
 		NumPending    uint64 `json:"num_pending"`
 		NumAckPending int    `json:"num_ack_pending"`
 	} `json:"consumers"`
-	Instances []struct {
-		Instance string   `json:"instance"`
-		Roles    []string `json:"roles"`
-		Listen   []string `json:"listen"`
-		Ready    bool     `json:"ready"`
-		Problem  string   `json:"problem"`
-		Applying bool     `json:"applying"`
-	} `json:"instances"`
-	InstancesNote string `json:"instances_note"`
-	DLQDepth      uint64 `json:"dlq_depth"`
-	Watermarks    uint64 `json:"watermarks"`
-	AppliedKeys   uint64 `json:"applied_keys"`
+	Instances     []statusInstance `json:"instances"`
+	InstancesNote string           `json:"instances_note"`
+	DLQDepth      uint64           `json:"dlq_depth"`
+	Watermarks    uint64           `json:"watermarks"`
+	AppliedKeys   uint64           `json:"applied_keys"`
 	Dedup         struct {
 		StoreSize *uint64 `json:"store_size"`
 		Window    int64   `json:"window_seconds"`
@@ -94,6 +87,17 @@ func (s statusJSON) applied() bool {
 		}
 	}
 	return false
+}
+
+// statusInstance is one serve in `hookgate status --json`.
+type statusInstance struct {
+	Instance string   `json:"instance"`
+	Roles    []string `json:"roles"`
+	Listen   []string `json:"listen"`
+	Ready    bool     `json:"ready"`
+	Problem  string   `json:"problem"`
+	Applying bool     `json:"applying"`
+	Paused   bool     `json:"paused"`
 }
 
 func statusOf(t testing.TB, cfgPath string) statusJSON {

@@ -38,7 +38,7 @@ func answer(c *Conn, subject string, report func() []byte) (stop func(), err err
 	// The server refuses a subscription its permissions deny after
 	// Subscribe returned: its -ERR comes before the answer to a flush.
 	if c.NC.FlushTimeout(5*time.Second) == nil {
-		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), subject) {
+		if le := deniedOn(c, subject); le != nil {
 			_ = sub.Unsubscribe()
 			return nil, fmt.Errorf("subscribe %s: %w", subject, le)
 		}
@@ -69,7 +69,11 @@ var ErrNoSubscriber = errors.New("nothing subscribes")
 // wrapped with why: no subscriber, or none in o.Wait (a serve too busy to
 // answer, or NATS permissions that deny the subject).
 func AskInstances(ctx context.Context, c *Conn, o AskOptions) ([][]byte, error) {
-	return ask(ctx, c, SubjectInstances, o)
+	answers, err := ask(ctx, c, SubjectInstances, o)
+	if errors.As(err, new(noAnswerOn)) {
+		return nil, fmt.Errorf("%w within %s", ErrNoAnswer, o.Wait)
+	}
+	return answers, err
 }
 
 // ask is AskInstances on any subject.
@@ -108,20 +112,26 @@ wait:
 		answers = append(answers, m.Data)
 	}
 	if len(answers) == 0 {
-		if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), subject) {
+		if le := deniedOn(c, subject); le != nil {
 			// The permissions deny the request: say so, not "no answer".
 			return nil, fmt.Errorf("ask %s: %w (%v)", subject, ErrPermissionDenied, le)
 		}
-		if subject != SubjectInstances {
-			return nil, noAnswerOn{subject: subject, wait: o.Wait}
-		}
-		return nil, fmt.Errorf("%w within %s", ErrNoAnswer, o.Wait)
+		return nil, noAnswerOn{subject: subject, wait: o.Wait}
 	}
 	return answers, nil
 }
 
-// noAnswerOn is ErrNoAnswer on a subject other than SubjectInstances,
-// where what did not answer is not a serve (a backup, a replay).
+// deniedOn is the connection's last error when it is the server refusing
+// this user subject (a permissions violation naming it), else nil.
+func deniedOn(c *Conn, subject string) error {
+	if le := c.NC.LastError(); errors.Is(le, nats.ErrPermissionViolation) && strings.Contains(le.Error(), subject) {
+		return le
+	}
+	return nil
+}
+
+// noAnswerOn is ask's ErrNoAnswer of something subscribed that did not
+// answer in time (AskInstances words it as the serves it asks).
 type noAnswerOn struct {
 	subject string
 	wait    time.Duration

@@ -244,7 +244,7 @@ func restoreChunk(ctx context.Context, c *Conn, name, subject string, chunk []by
 // called before each time.
 func requestDelivered(ctx context.Context, c *Conn, subject string, data []byte, retrying func()) (*nats.Msg, error) {
 	end := time.Now().Add(noResponderWait)
-	for pause := 20 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		m, err := c.NC.RequestWithContext(ctx, subject, data)
 		if !errors.Is(err, nats.ErrNoResponders) || time.Now().After(end) {
 			return m, err
@@ -252,10 +252,8 @@ func requestDelivered(ctx context.Context, c *Conn, subject string, data []byte,
 		if retrying != nil {
 			retrying()
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
+		if err := pause(ctx, wait); err != nil {
+			return nil, err
 		}
 	}
 }

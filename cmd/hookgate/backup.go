@@ -453,26 +453,8 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 	if err != nil {
 		return nil, noop, fmt.Errorf("backup: %w (on a cluster with authorization the backup's user subscribes to %s)", err, jetstream.SubjectBackupRunning)
 	}
-	// Refused before it paused anyone: a serve that started meanwhile
-	// took the announced pause, and waits for its resume (review BE).
-	giveUp := func() {
-		stopAnnounce()
-		_, _ = jetstream.AskPause(context.WithoutCancel(ctx), sys.conn, jetstream.PauseRequest{ID: req.ID, Resume: true}, nil, time.Second)
-	}
-	if err := operatorsApplying(ctx, sys); err != nil {
-		giveUp()
-		return nil, noop, err
-	}
-	want, err := consumerServes(ctx, sys)
-	if err != nil {
-		giveUp()
-		return nil, noop, err
-	}
-	// The resume, and the renewals until it, go out also after an
-	// interrupt; the wait for the pause's answers ends with it. They go
-	// out with no serve found too: one that started since took the pause
-	// from the announcement, and waits for them.
 	var mu sync.Mutex // want grows when a check finds another serve
+	var want []string
 	send := func(ctx context.Context, r jetstream.PauseRequest, wait time.Duration) map[string]jetstream.PauseAnswer {
 		mu.Lock()
 		w := slices.Clone(want)
@@ -480,7 +462,29 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		got, _ := jetstream.AskPause(ctx, sys.conn, r, w, wait)
 		return got
 	}
+	// The end of the pause goes out also after an interrupt, and when the
+	// backup is refused before it paused anyone: a serve that started
+	// meanwhile took the pause from the announcement, and waits for it
+	// (review BE). Announced no more before the resume, so such a serve
+	// hears the resume too.
 	always := context.WithoutCancel(ctx)
+	endPause := func() {
+		stopAnnounce()
+		send(always, jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
+	}
+	if err := operatorsApplying(ctx, sys); err != nil {
+		endPause()
+		return nil, noop, err
+	}
+	found, err := consumerServes(ctx, sys)
+	if err != nil {
+		endPause()
+		return nil, noop, err
+	}
+	mu.Lock()
+	want = found
+	mu.Unlock()
+	// The renewals go out until the resume, with no serve found too.
 	var once sync.Once
 	renewDone := make(chan struct{})
 	stopRenew := make(chan struct{})
@@ -488,10 +492,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		once.Do(func() {
 			close(stopRenew)
 			<-renewDone
-			// Announced no more before the resume: a serve that took the
-			// pause from the announcement hears the resume too.
-			stopAnnounce()
-			send(always, jetstream.PauseRequest{ID: req.ID, Resume: true}, 2*time.Second)
+			endPause()
 		})
 	}
 	go func() {
@@ -507,6 +508,9 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 			}
 		}
 	}()
+	interrupted := func() error {
+		return fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
+	}
 	if len(want) == 0 {
 		return nil, resume, nil
 	}
@@ -521,7 +525,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		}
 		if ctx.Err() != nil {
 			resume()
-			return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
+			return nil, noop, interrupted()
 		}
 		var failed []string
 		mu.Lock()
@@ -542,7 +546,7 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		if err != nil {
 			resume()
 			if ctx.Err() != nil {
-				return nil, noop, fmt.Errorf("backup: interrupted while waiting for the consumers to pause: %w (nothing written; the serves that paused are resumed)", ctx.Err())
+				return nil, noop, interrupted()
 			}
 			return nil, noop, err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -21,13 +22,9 @@ import (
 // reviewBEEmbedded starts an embedded server and returns a connector to it.
 func reviewBEEmbedded(t *testing.T) func(name string) *jetstream.Conn {
 	t.Helper()
-	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Shutdown)
+	env := jstest.Start(t, "")
 	return func(name string) *jetstream.Conn {
-		c, err := jetstream.Connect(jetstream.ConnectOptions{Name: name, Embedded: e})
+		c, err := jetstream.Connect(jetstream.ConnectOptions{Name: name, Embedded: env.Embedded})
 		if err != nil {
 			t.Fatal(err)
 		}

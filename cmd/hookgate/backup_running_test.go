@@ -88,27 +88,16 @@ func TestServeStartingDuringABackupDoesNotApply(t *testing.T) {
 			t.Fatalf("the consumer started during the backup took events: %+v, %v", info, err)
 		}
 	}
-	if keys, err := grantsKeys(t, c); err == nil && len(keys) > 0 {
+	if keys, err := readKeys(t, c, jetstream.StreamGrants); err == nil && len(keys) > 0 {
 		t.Fatalf("applied while the backup reads: GRANTS %v", keys)
 	}
 
 	resume()
 	instancePaused(t, c, false)
 	waitApplied(t, c, s)
-	if keys, err := grantsKeys(t, c); err != nil || !slices.Equal(keys, []string{"p:default:evt:e-00001"}) {
+	if keys, err := readKeys(t, c, jetstream.StreamGrants); err != nil || !slices.Equal(keys, []string{"p:default:evt:e-00001"}) {
 		t.Fatalf("after the backup: GRANTS %v, %v", keys, err)
 	}
-}
-
-// grantsKeys is streamKeys of GRANTS, or an error while no event made it.
-func grantsKeys(t *testing.T, c *jetstream.Conn) ([]string, error) {
-	t.Helper()
-	var keys []string
-	err := jetstream.Read(t.Context(), c, jetstream.StreamGrants, jetstream.Range{}, func(m jetstream.StoredMsg, _ uint64) error {
-		keys = append(keys, m.Header.Get("Nats-Msg-Id"))
-		return nil
-	})
-	return keys, err
 }
 
 // TestReplayAndBackupRefuseEachOther: `replay` and `dlq replay` apply

@@ -17,6 +17,7 @@ import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -74,15 +75,21 @@ func backupEvent(i int) (id, body string) {
 // streamKeys reads every message's Nats-Msg-Id of a stream, in order.
 func streamKeys(t *testing.T, c *jetstream.Conn, stream string) []string {
 	t.Helper()
+	keys, err := readKeys(t, c, stream)
+	if err != nil {
+		t.Fatalf("read %s: %v", stream, err)
+	}
+	return keys
+}
+
+// readKeys is streamKeys with the read's error (a stream not made yet).
+func readKeys(t *testing.T, c *jetstream.Conn, stream string) ([]string, error) {
 	var keys []string
 	err := jetstream.Read(t.Context(), c, stream, jetstream.Range{}, func(m jetstream.StoredMsg, _ uint64) error {
 		keys = append(keys, m.Header.Get("Nats-Msg-Id"))
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("read %s: %v", stream, err)
-	}
-	return keys
+	return keys, err
 }
 
 // waitApplied waits until the apply consumer has nothing pending or
@@ -349,16 +356,7 @@ func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
 // is unknown, so the backup refuses instead of reading the streams
 // unpaused, which it may do only when nothing subscribes at all.
 func TestBackupRefusedWhenNoServeAnswers(t *testing.T) {
-	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "mute", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := jstest.Start(t, "").Conn
 	sys := &system{conn: c}
 	if want, err := consumerServes(t.Context(), sys); err != nil || len(want) != 0 {
 		t.Fatalf("nothing subscribed: %v, %v; want nothing to pause", want, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/hookgate/hookgate/jetstream/jstest"
 	"github.com/nats-io/nats.go"
 )
 
@@ -29,16 +30,7 @@ import (
 // Expected: a serve found by the last look that has not answered fails
 // the backup (or is waited for), never reported as paused.
 func TestReviewBDFourthRoundNewServeIsNotWaitedFor(t *testing.T) {
-	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), MaxPayload: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Shutdown()
-	c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "bd", Embedded: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := jstest.Start(t, "").Conn
 	// Each look on hookgate.instances finds one serve more (s0, then s0
 	// and s1, ...); each pause request is answered by the serves that
 	// were running when it came.
