@@ -198,10 +198,9 @@ type Source struct {
 	unread     bool        // Unread has taken kept
 	health     pullHealth
 	// Used by the pull loop only: its inbox (pull N answers on inbox.N),
-	// the subscription and its channel, large enough for six whole
-	// batches (a pull's, and late ones of pulls given up on: one every
-	// 2 s at most, so five within openPullMaxAge), so nats.go never drops
-	// a delivery for a full channel.
+	// the subscription and its channel, large enough for every delivery
+	// the server may send it (inboxCapacity), so nats.go never drops one
+	// for a full channel.
 	inbox string
 	sub   *nats.Subscription
 	msgs  chan *nats.Msg
@@ -313,7 +312,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if warnAfter <= 0 {
 		warnAfter = 10 * time.Second
 	}
-	s, err := startSource(cons, c.JS.Conn(), pullSubj, prefetch, pullHealth{log: log, warnAfter: warnAfter})
+	s, err := startSource(cons, c.JS.Conn(), pullSubj, prefetch, inboxCapacity(o.MaxAckPending, prefetch), pullHealth{log: log, warnAfter: warnAfter})
 	if err != nil || o.OnLost == nil {
 		return s, err
 	}
@@ -420,13 +419,30 @@ func (s *Source) tellLost(state js.StreamState, next uint64) {
 	}
 }
 
-// startSource subscribes the pull inbox and starts the pull loop on
-// pullSubj (cons answers Pending and the pull's "is it gone" question).
-func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch int, health pullHealth) (*Source, error) {
+// inboxCapacity is how many messages the pull inbox's channel holds: every
+// delivery the durable consumer may have outstanding (maxAckPending; the
+// server sends no more, whichever pulls are open on the inbox), and the
+// six whole batches the pull loop's own bookkeeping allows besides (a
+// pull's, and late ones of pulls given up on: one every 2 s at most, so
+// five within openPullMaxAge), with room for their statuses. Sized by the
+// pulls alone (256 for a batch of 32), it overflowed in a CI run 41 ms
+// after a standby took over from a killed holder: nats.go dropped
+// deliveries, and 53 events came back one ack wait later, behind newer
+// events of their subjects, stale. What filled it is not known; sized so,
+// only a server sending beyond the consumer's own limit could. The cost:
+// a pointer per slot (4224 + 256 slots for the defaults: 35 KB).
+func inboxCapacity(maxAckPending, prefetch int) int {
+	return max(maxAckPending, 0) + 6*prefetch + 64
+}
+
+// startSource subscribes the pull inbox, its channel holding capacity
+// messages, and starts the pull loop on pullSubj (cons answers Pending
+// and the pull's "is it gone" question).
+func startSource(cons js.Consumer, nc *nats.Conn, pullSubj string, prefetch, capacity int, health pullHealth) (*Source, error) {
 	lctx, stop := context.WithCancel(context.Background())
 	s := &Source{cons: cons, nc: nc, pullSubj: pullSubj, prefetch: prefetch,
 		deliveries: make(chan *nats.Msg), stop: stop, ended: make(chan struct{}),
-		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, 6*prefetch+64),
+		health: health, inbox: nc.NewInbox(), msgs: make(chan *nats.Msg, capacity),
 		open:     map[string]*openPull{},
 		maxBytes: pullMaxBytes(nc.MaxPayload())}
 	var err error
@@ -489,8 +505,10 @@ func (s *Source) pull(ctx context.Context) {
 // pull inbox (its channel was full): they come back only after the ack
 // wait, behind newer events of their subjects. With the pulls the source
 // has open and the channel's fill, so that a drop can be explained: one
-// right after a consumer takeover (a CI run) overflowed a channel that
-// should hold six whole batches, and could not be placed.
+// right after a consumer takeover (a CI run) overflowed a channel then
+// sized for six whole batches, and could not be placed. Sized now for the
+// consumer's whole window (inboxCapacity), a drop means the server sent
+// beyond it.
 func (s *Source) reportDrops() {
 	d, err := s.sub.Dropped()
 	if err != nil || d <= s.dropped {

@@ -35,7 +35,7 @@ func TestSourcePullsAgainWhenAPullIsNeverAnswered(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	src, err := startSource(nil, nc, subject, 16, pullHealth{log: slog.New(slog.DiscardHandler), warnAfter: time.Minute})
+	src, err := startSource(nil, nc, subject, 16, inboxCapacity(0, 16), pullHealth{log: slog.New(slog.DiscardHandler), warnAfter: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestSourceStopReadsWhatPullsStillOpenBring(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	src, err := startSource(nil, nc, relay, 2, pullHealth{log: slog.New(slog.DiscardHandler), warnAfter: time.Minute})
+	src, err := startSource(nil, nc, relay, 2, inboxCapacity(0, 2), pullHealth{log: slog.New(slog.DiscardHandler), warnAfter: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
