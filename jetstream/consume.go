@@ -312,7 +312,7 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 	if warnAfter <= 0 {
 		warnAfter = 10 * time.Second
 	}
-	s, err := startSource(cons, c.JS.Conn(), pullSubj, prefetch, inboxCapacity(o.MaxAckPending, prefetch), pullHealth{log: log, warnAfter: warnAfter})
+	s, err := startSource(cons, c.JS.Conn(), pullSubj, prefetch, inboxCapacity(cons.CachedInfo().Config.MaxAckPending, prefetch), pullHealth{log: log, warnAfter: warnAfter})
 	if err != nil || o.OnLost == nil {
 		return s, err
 	}
@@ -420,8 +420,9 @@ func (s *Source) tellLost(state js.StreamState, next uint64) {
 }
 
 // inboxCapacity is how many messages the pull inbox's channel holds: every
-// delivery the durable consumer may have outstanding (maxAckPending; the
-// server sends no more, whichever pulls are open on the inbox), and the
+// delivery the durable consumer may have outstanding (maxAckPending, as
+// the server holds it after the creation or update: the server sends no
+// more, whichever pulls are open on the inbox), and the
 // six whole batches the pull loop's own bookkeeping allows besides (a
 // pull's, and late ones of pulls given up on: one every 2 s at most, so
 // five within openPullMaxAge), with room for their statuses. Sized by the
