@@ -79,7 +79,10 @@ func TestTwoConsumersTakeTurnsAndKeepEachSubjectsOrder(t *testing.T) {
 // held is in doubt, and its other events handed back to wait for the
 // in-doubt one can come back after newer ones fetched meanwhile (17 of
 // 1026 in one CI run); each of those the dead holder had received, so
-// "superseded while retrying".
+// "superseded while retrying". (53 of 1069 in another CI run were the
+// standby's own first deliveries, dropped by nats.go from a pull inbox
+// then sized for six batches, back one ack wait later: the inbox now holds
+// the consumer's whole window, TestSourceInboxHoldsEveryOutstandingDelivery.)
 func TestConsumerHolderKill9KeepsEachSubjectsOrder(t *testing.T) {
 	c := startCluster(t)
 	j := c.client()
