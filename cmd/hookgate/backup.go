@@ -72,8 +72,8 @@ func runBackup(ctx context.Context, args []string, getenv func(string) string, s
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
 	out := fs.String("out", "", "directory to write the backup to (new, or empty)")
-	if err := fs.Parse(args); err != nil {
-		return usagef("backup: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("backup: unexpected %q; %s", fs.Arg(0), backupUsage)
@@ -240,8 +240,8 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
 	from := fs.String("from", "", "directory hookgate backup wrote")
-	if err := fs.Parse(args); err != nil {
-		return usagef("restore: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("restore: unexpected %q; %s", fs.Arg(0), restoreUsage)

@@ -16,8 +16,8 @@ func runConfigCheck(args []string, getenv func(string) string, stdout io.Writer)
 	fs := flag.NewFlagSet("config check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
-	if err := fs.Parse(args); err != nil {
-		return usagef("config check: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	path := *cfgPath
 	if fs.NArg() > 1 {

@@ -25,6 +25,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return usagef("dlq: %s", dlqUsage)
 	}
 	args = subcommandFirst(args)
+	if isHelp(args[0]) {
+		args = []string{"list", "-help"} // dlq's help, with its flags
+	}
 	sub := args[0]
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -37,8 +40,8 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	var seqs []uint64
 	rest := args[1:]
 	for len(rest) > 0 {
-		if err := fs.Parse(rest); err != nil {
-			return usagef("dlq %s: %v", sub, err)
+		if err := parseFlags(fs, rest, stdout); err != nil {
+			return err
 		}
 		if fs.NArg() == 0 {
 			break

@@ -93,6 +93,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return err
 	case "config":
+		if len(args) == 2 && isHelp(args[1]) {
+			return runConfigCheck([]string{"-help"}, getenv, stdout)
+		}
 		if len(args) < 2 || args[1] != "check" {
 			return usagef("want 'hookgate config check FILE'")
 		}

@@ -52,8 +52,8 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	dryRun := fs.Bool("dry-run", false, "print decisions, change nothing")
 	redeliver := fs.Bool("redeliver", false, "re-run forward for already-applied events")
 	force := fs.Bool("force", false, "also events stored longer ago than the horizon")
-	if err := fs.Parse(args); err != nil {
-		return usagef("replay: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("replay: unexpected argument %q", fs.Arg(0))

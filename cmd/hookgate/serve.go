@@ -53,8 +53,8 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
-	if err := fs.Parse(args); err != nil {
-		return usagef("serve: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {

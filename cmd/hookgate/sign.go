@@ -20,8 +20,8 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	prov := fs.String("provider", "", "provider name")
 	id := fs.String("id", "", "event id (schemes that carry one); default random")
 	ts := fs.String("timestamp", "", "Unix seconds; default now")
-	if err := fs.Parse(args); err != nil {
-		return usagef("sign: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		// The body comes on stdin; a file named here was ignored and the

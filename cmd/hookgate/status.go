@@ -25,8 +25,8 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
 	asJSON := fs.Bool("json", false, "print a JSON document")
-	if err := fs.Parse(args); err != nil {
-		return usagef("status: %v", err)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("status: unexpected argument %q", fs.Arg(0))

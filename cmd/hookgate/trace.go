@@ -25,8 +25,8 @@ func runTrace(ctx context.Context, args []string, getenv func(string) string, st
 	// KEY may come before or after the flags.
 	var keys []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return usagef("trace: %v", err)
+		if err := parseFlags(fs, args, stdout); err != nil {
+			return err
 		}
 		if fs.NArg() == 0 {
 			break

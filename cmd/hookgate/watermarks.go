@@ -27,6 +27,9 @@ const watermarksUsage = "want 'hookgate watermarks prune --config FILE [--older-
 // retention.webhooks.max_age, so no event that may still come or be
 // re-fed is older than a mark last written more than the two ago.
 func runWatermarks(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		args = []string{"prune", "-help"}
+	}
 	if len(args) == 0 || args[0] != "prune" {
 		return usagef("watermarks: %s", watermarksUsage)
 	}
@@ -36,8 +39,8 @@ func runWatermarks(ctx context.Context, args []string, getenv func(string) strin
 	olderThan := fs.String("older-than", "", "prune marks last written longer ago than this (at least retention.webhooks.max_age + dedup.horizon, the default)")
 	provider := fs.String("provider", "", "only this provider's marks")
 	dryRun := fs.Bool("dry-run", false, "print what would be pruned, change nothing")
-	if err := fs.Parse(args[1:]); err != nil {
-		return usagef("watermarks prune: %v", err)
+	if err := parseFlags(fs, args[1:], stdout); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("watermarks prune: unexpected %q; %s", fs.Arg(0), watermarksUsage)
