@@ -14,11 +14,17 @@ import (
 	"time"
 )
 
-// maxBodyLimit caps http.max_body_bytes: every body must also fit a NATS
-// message, and NATS advises against payloads beyond a few MiB. The
-// embedded server's max payload is the body plus 64 KiB for the stored
-// headers, and nats-server refuses one above its max pending (64 MiB).
-const maxBodyLimit = 64<<20 - 64<<10
+// maxBodyLimit caps http.max_body_bytes: every body must also be
+// storable, and NATS advises against payloads beyond a few MiB. The file
+// store refuses a message record over 32 MiB (its subject, header block
+// and body: nats-server's rlBadThresh, "message too large"), whatever the
+// max payload; the header block takes up to 64 KiB (JetStream's limit, the
+// stored request headers and the Hookgate-* ones) and the subject and the
+// record's framing stay under 8 KiB (a subject is at most 4 KiB: NATS's
+// protocol line). Up to stop 37 the cap was 64 MiB less 64 KiB (the max
+// payload's), and a body between 32 MiB and it was answered 503 "store
+// full" at every retry and never stored (review BF).
+const maxBodyLimit = 32<<20 - 64<<10 - 8<<10
 
 // Validate returns nil when c has no errors. Otherwise it returns a Problems
 // holding every error and every warning, so one run shows all there is to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -95,7 +96,12 @@ func classify(op string, err error) error {
 		return nil
 	}
 	switch apiCode(err) {
-	case codeStreamStoreFailed, codeStreamResourcesExceed, codeInsufficientResources, codeAccountResourcesExceed:
+	case codeStreamStoreFailed:
+		if storeRefusedSize(err) {
+			return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
+		}
+		return fmt.Errorf("%s: %w: %w", op, ErrStreamFull, err)
+	case codeStreamResourcesExceed, codeInsufficientResources, codeAccountResourcesExceed:
 		return fmt.Errorf("%s: %w: %w", op, ErrStreamFull, err)
 	case codeMessageExceedsMaximum, codeHeaderExceedsMaximum:
 		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
@@ -110,4 +116,14 @@ func classify(op string, err error) error {
 		err = notConnected{err}
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// storeRefusedSize reports whether a "store failed" error (10077, a full
+// stream's code too) is the file store refusing the message's size: a
+// record over 32 MiB whatever the max payload ("message too large"). No
+// retry stores it, so it is ErrTooLarge, not ErrStreamFull (review BF:
+// the gateway answered 503 and the sender retried it for days).
+func storeRefusedSize(err error) bool {
+	var apiErr *js.APIError
+	return errors.As(err, &apiErr) && strings.Contains(strings.ToLower(apiErr.Description), "message too large")
 }

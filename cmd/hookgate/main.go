@@ -117,6 +117,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "trace":
 		return runTrace(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
+		if len(args) > 1 {
+			return usagef("version: unexpected argument %q", args[1])
+		}
 		fmt.Fprintln(stdout, "hookgate", buildVersion())
 		return nil
 	case "help", "-h", "--help":

@@ -56,6 +56,10 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		// HOOKGATE_CONFIG=a.yaml hookgate serve b.yaml ran a.yaml (review BF).
+		return usagef("serve: unexpected argument %q (the config is --config FILE)", fs.Arg(0))
+	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {
 		return err

@@ -16,11 +16,13 @@ import (
 
 // The largest http.max_body_bytes `config check` accepts is one the
 // embedded server starts with (the body plus headerRoom as its max
-// payload; nats-server refuses one above its max pending, 64 MiB), and
-// the next byte is refused by the check, not by a failing serve.
+// payload), and the next byte is refused by the check, not by a failing
+// serve. (That a body of that size is stored:
+// TestReviewBFLargestBodyLimitIsStored.)
 func TestLargestBodyLimitServes(t *testing.T) {
+	const bodyLimit = 32<<20 - 64<<10 - 8<<10 // config's maxBodyLimit
 	largest := int64(-1)
-	for _, n := range []int64{64<<20 - 64<<10, 64<<20 - 64<<10 + 1} {
+	for _, n := range []int64{bodyLimit, bodyLimit + 1} {
 		cfg, err := config.Parse(fmt.Appendf(nil, "http: { max_body_bytes: %d }\nnats: { embedded: { data_dir: %q } }\n", n, t.TempDir()), t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -35,8 +37,8 @@ func TestLargestBodyLimitServes(t *testing.T) {
 		}
 		s.Close()
 	}
-	if largest != 64<<20-64<<10 {
-		t.Fatalf("largest max_body_bytes accepted: %d, want %d", largest, 64<<20-64<<10)
+	if largest != bodyLimit {
+		t.Fatalf("largest max_body_bytes accepted: %d, want %d", largest, bodyLimit)
 	}
 }
 
