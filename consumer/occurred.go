@@ -35,7 +35,10 @@ const occurredQuoteMax = 64
 //     and Python's str() print), a comma before the fraction, and an
 //     offset without its colon (+0100, what PHP's DATE_ISO8601 prints).
 //   - ISO 8601 without a zone: 2026-11-30T10:00:00[.fff], read as UTC
-//     whatever the host's zone (time.Local is never consulted).
+//     whatever the host's zone (time.Local is never consulted). Also in
+//     ISO 8601's basic format, without separators: 20261130T100000[.fff],
+//     20261130T1000, with or without a zone (Z, +0100); review BH found
+//     such events dead-lettered, and never re-feedable.
 //   - Unix seconds as a JSON number or a string of one: 1732960800,
 //     1732960800.25, 1.7329608e9. The decimal text is read exactly, never
 //     through a float64, so 1732960800.123456789 keeps every nanosecond;
@@ -67,6 +70,8 @@ func ParseOccurredAt(raw string) (time.Time, error) {
 		return time.Time{}, occurredError(raw, "empty")
 	case occurredLooksLikeDate(s):
 		t, err = parseOccurredDate(s)
+	case occurredBasic(s) != "":
+		t, err = parseOccurredDate(occurredBasic(s))
 	case s[0] == '-' || (s[0] >= '0' && s[0] <= '9'):
 		t, err = parseOccurredUnix(s)
 	default:
@@ -110,6 +115,34 @@ func occurredLooksLikeDate(s string) bool {
 }
 
 func occurredIsDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// occurredBasic returns s, an ISO 8601 date-time in the basic format
+// (YYYYMMDDThhmm[ss] and what may follow the seconds: a fraction, a
+// zone), written in the extended one that parseOccurredDate reads, or ""
+// when s is not in the basic format. Eight digits and a T: no Unix-seconds
+// form looks so.
+func occurredBasic(s string) string {
+	if len(s) < 13 || (s[8] != 'T' && s[8] != 't') {
+		return ""
+	}
+	for i := range 8 {
+		if !occurredIsDigit(s[i]) {
+			return ""
+		}
+	}
+	n := 0
+	for 9+n < len(s) && occurredIsDigit(s[9+n]) {
+		n++
+	}
+	if n != 4 && n != 6 {
+		return ""
+	}
+	ext := s[:4] + "-" + s[4:6] + "-" + s[6:8] + "T" + s[9:11] + ":" + s[11:13]
+	if n == 6 {
+		ext += ":" + s[13:15]
+	}
+	return ext + s[9+n:]
+}
 
 // occurredScanner reads fixed-width fields of a date-time left to right.
 type occurredScanner struct {
