@@ -269,8 +269,15 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Actor: event.ActorOperator})
 		return decRedelivered, ""
 	}
+	// Its letters before the re-feed: one that fails again writes a new
+	// letter (once DLQ's duplicate window has passed), which replaces them.
+	before, lerr := letters.all(ctx, ev)
+	before = slices.Clone(before)
 	out := proc.ProcessOnce(ctx, ev, 1)
 	decision := out.Decision
+	if decision == consumer.DeadLettered && lerr == nil {
+		out.Reason = joinReason(out.Reason, letters.supersede(ctx, audit, ev, before))
+	}
 	if decision == consumer.Retry {
 		decision = decFailed
 	}
@@ -482,6 +489,52 @@ func (l *storedLetters) all(ctx context.Context, ev consumer.Event) ([]uint64, e
 		l.read[subj] = seqs
 	}
 	return seqs[ev.Seq], nil
+}
+
+// supersede keeps one letter per stored event after replay dead-lettered
+// ev again: when that wrote a new letter (DLQ's duplicate window had
+// passed since the last), the letters ev had before (before) are removed,
+// as `dlq replay` replaces a letter that fails again; otherwise the one it
+// had stays. Review BH found a stored event with two identical letters
+// after a replay, which `dlq replay --all` then re-fed twice. It says what
+// it did, for the replay's line; removed letters are audited as
+// dlq-removed.
+func (l *storedLetters) supersede(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event, before []uint64) string {
+	subj := jetstream.LetterSubject(ev.Provider, ev.Account)
+	delete(l.read, subj) // read DLQ again, for the letter just written
+	now, err := l.all(ctx, ev)
+	if err != nil {
+		return "its letters in DLQ were not looked up: " + err.Error() + " (check 'hookgate dlq list' for two letters of it)"
+	}
+	newest := uint64(0)
+	for _, seq := range now {
+		if !slices.Contains(before, seq) {
+			newest = max(newest, seq)
+		}
+	}
+	if newest == 0 {
+		if len(before) > 0 {
+			return fmt.Sprintf("already in DLQ as letter %d", before[len(before)-1])
+		}
+		return ""
+	}
+	var removed []string
+	for _, seq := range now {
+		if seq == newest {
+			continue
+		}
+		if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+			return fmt.Sprintf("letter %d; its letter %d was not removed from DLQ: %v ('hookgate dlq show %d')", newest, seq, err, seq)
+		}
+		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
+			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: replaced by letter %d (replay)", seq, newest), Actor: event.ActorOperator})
+		removed = append(removed, strconv.FormatUint(seq, 10))
+	}
+	l.read[subj][ev.Seq] = []uint64{newest}
+	if len(removed) == 0 {
+		return fmt.Sprintf("letter %d", newest)
+	}
+	return fmt.Sprintf("letter %d replaces letter %s in DLQ", newest, strings.Join(removed, ", "))
 }
 
 // resolve removes the letters of ev, which replay just applied: left in
