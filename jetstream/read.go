@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -146,9 +147,32 @@ func DeleteMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
 		return classify("stream "+stream, err)
 	}
 	if err := s.DeleteMsg(ctx, seq); err != nil {
+		if deleteFoundNothing(err) {
+			return fmt.Errorf("delete %s %d: %w (%w)", stream, seq, ErrNotFound, err)
+		}
 		return classify(fmt.Sprintf("delete %s %d", stream, seq), err)
 	}
 	return nil
+}
+
+// codeMsgDeleteFailed is nats-server's JSStreamMsgDeleteFailedF: a delete
+// refused, for a message that is not there too.
+const codeMsgDeleteFailed = 10057
+
+// deleteFoundNothing reports whether a delete failed because the message
+// is not there: deleted already ("no message found"; another operator
+// command removed a letter meanwhile) or past the stream's last sequence
+// ("stream store EOF"). Taken for an outage before (review BH: `dlq
+// replay` said "jetstream unavailable" for a letter a replay had removed).
+// nats.go keeps only the server's error text (ErrMsgDeleteUnsuccessful
+// with it, not the APIError), so its code and description are read there.
+func deleteFoundNothing(err error) bool {
+	if !errors.Is(err, js.ErrMsgDeleteUnsuccessful) {
+		return false
+	}
+	d := strings.ToLower(err.Error())
+	return strings.Contains(d, fmt.Sprintf("err_code=%d", codeMsgDeleteFailed)) &&
+		(strings.Contains(d, "no message found") || strings.Contains(d, "not found") || strings.Contains(d, "store eof"))
 }
 
 // ErrNotFound: no such message.

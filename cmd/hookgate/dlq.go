@@ -297,14 +297,21 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed
 	case consumer.DeadLettered:
 		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)
-		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
+		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
+			// Removed meanwhile (a replay that re-fed the same event).
+			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (the old letter was already removed)", seq, rec.seq, ev.Key, out.Reason), failedAgain
+		} else if err != nil {
 			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), failedAgain
 		}
 		rec1(event.DecisionDlqRemoved, fmt.Sprintf("re-appended as %d", rec.seq))
 		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), failedAgain
 	}
 	rec1(event.DecisionDlqRefed, out.Decision)
-	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
+	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
+		// Removed meanwhile: a `replay` that applied the same event
+		// removes its letters (review BH: said "jetstream unavailable").
+		return fmt.Sprintf("%d\t%s\t%s (its letter was already removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved
+	} else if err != nil {
 		// Decided, but the letter stays: exit 1 so a script looks.
 		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), notRefed
 	}
