@@ -191,6 +191,15 @@ func (p *Processor) seenElsewhere(ctx context.Context, r Rule, ev Event) (string
 		// an early answer here would skip (review AK).
 		return "", nil
 	}
+	if p.applied != nil {
+		// In APPLIED, the rule's own memory: the rules decide it there
+		// (already-applied), without a search of GRANTS, and without
+		// writing its entry again (review BH: the line said "no longer in
+		// APPLIED" of a key that was, and the write restarted its TTL).
+		if seen, err := p.applied.Seen(ctx, ev.Key); seen || err != nil {
+			return "", err
+		}
+	}
 	seen, err := p.inGrants(ctx, r, ev)
 	if !seen || err != nil {
 		return "", err
