@@ -130,6 +130,10 @@ type Status struct {
 	// created yet), then the other durable consumers of WEBHOOKS and
 	// GRANTS (downstream services), by stream and name.
 	Consumers []ConsumerStatus
+	// ConsumersUnlisted says why the other durable consumers of a stream
+	// are not (all) listed: its consumer list did not answer in time ("":
+	// all listed). DurableApply is read on its own, so it is there.
+	ConsumersUnlisted string
 	// DLQByProvider counts DLQ letters per provider.
 	DLQByProvider map[string]uint64
 	Dedup         DedupStatus
@@ -243,10 +247,11 @@ func readStatus(ctx context.Context, c *Conn, o StatusOptions) (Status, error) {
 		}
 		st.Buckets = append(st.Buckets, bs)
 	}
-	cs, err := consumerStatuses(ctx, c)
+	cs, unlisted, err := consumerStatuses(ctx, c)
 	if err != nil {
 		return Status{}, err
 	}
+	st.ConsumersUnlisted = unlisted
 	if cs[0].Exists {
 		s, err := c.JS.Stream(ctx, StreamWebhooks)
 		if err != nil {
@@ -360,39 +365,62 @@ func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, erro
 	return bs, nil
 }
 
-func consumerStatuses(ctx context.Context, c *Conn) ([]ConsumerStatus, error) {
+// consumerListWait bounds the listing of a stream's consumers. The
+// server answers a list only once every consumer on it answered: one
+// whose servers are down (a downstream reader's, on a node lost) held it
+// for 16-30 s, and status failed after three tries (review BI: for the
+// whole outage of one node of three, while webhooks flowed).
+const consumerListWait = 5 * time.Second
+
+// consumerStatuses reads DurableApply on its own (its lag is what status
+// is for), then lists the other durable consumers of WEBHOOKS and GRANTS
+// within consumerListWait per stream; unlisted says what was not listed.
+func consumerStatuses(ctx context.Context, c *Conn) (cs []ConsumerStatus, unlisted string, err error) {
 	apply := ConsumerStatus{Stream: StreamWebhooks, Name: DurableApply}
+	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+	switch {
+	case err == nil:
+		apply = consumerStatus(cons.CachedInfo())
+	case !errors.Is(err, js.ErrConsumerNotFound) && !errors.Is(err, js.ErrStreamNotFound):
+		return nil, "", classify("consumer "+DurableApply+" of "+StreamWebhooks, err)
+	}
 	var others []ConsumerStatus
+	var missed []string
 	for _, stream := range []string{StreamWebhooks, StreamGrants} {
 		s, err := c.JS.Stream(ctx, stream)
 		if errors.Is(err, js.ErrStreamNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, classify("stream "+stream, err)
+			return nil, "", classify("stream "+stream, err)
 		}
-		l := s.ListConsumers(ctx)
+		lctx, cancel := context.WithTimeout(ctx, consumerListWait)
+		l := s.ListConsumers(lctx)
 		for ci := range l.Info() {
 			// Ephemeral consumers (trace and replay scans) come and go;
 			// only durable ones have a lag worth watching.
-			if ci.Config.Durable == "" {
+			if ci.Config.Durable == "" || stream == StreamWebhooks && ci.Name == DurableApply {
 				continue
 			}
-			cs := consumerStatus(ci)
-			if stream == StreamWebhooks && ci.Name == DurableApply {
-				apply = cs
-				continue
+			others = append(others, consumerStatus(ci))
+		}
+		err = l.Err()
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, "", classify("list consumers of "+stream, err)
 			}
-			others = append(others, cs)
+			missed = append(missed, stream)
 		}
-		if err := l.Err(); err != nil {
-			return nil, classify("list consumers of "+stream, err)
-		}
+	}
+	if len(missed) > 0 {
+		unlisted = fmt.Sprintf("the consumers of %s did not all answer within %s (a server holding one may be down): other durable consumers not all listed",
+			strings.Join(missed, " and "), consumerListWait)
 	}
 	slices.SortFunc(others, func(a, b ConsumerStatus) int {
 		return strings.Compare(a.Stream+"\x00"+a.Name, b.Stream+"\x00"+b.Name)
 	})
-	return append([]ConsumerStatus{apply}, others...), nil
+	return append([]ConsumerStatus{apply}, others...), unlisted, nil
 }
 
 func consumerStatus(ci *js.ConsumerInfo) ConsumerStatus {

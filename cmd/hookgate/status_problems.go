@@ -41,6 +41,9 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 			problems = append(problems, "bucket "+b.Name+" missing")
 		}
 	}
+	if st.ConsumersUnlisted != "" {
+		problems = append(problems, st.ConsumersUnlisted)
+	}
 	if len(st.Consumers) > 0 && !st.Consumers[0].Exists {
 		problems = append(problems, "consumer "+st.Consumers[0].Stream+"/"+st.Consumers[0].Name+" missing: nothing applies events")
 	}
