@@ -469,7 +469,11 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		case l.Owner == "":
 			fmt.Fprintf(tw, "consumer lock\tfree (no instance applies events)\n")
 		case st.At.After(l.Until):
-			fmt.Fprintf(tw, "consumer lock\t%s, expired %s ago (a standby takes it)\n", printable(l.Owner), st.At.Sub(l.Until).Round(time.Second))
+			fmt.Fprintf(tw, "consumer lock\t%s, expired %s ago (a standby takes it one ack wait, the longest forward.timeout + 30s, after it expired)\n", printable(l.Owner), st.At.Sub(l.Until).Round(time.Second))
+		case inst.None == "" && !lockHolderAnswered(l.Owner, inst):
+			// Review BI: after a kill -9 of the holder this said "this
+			// instance applies events" of a process no longer listed.
+			fmt.Fprintf(tw, "consumer lock\theld by %s, which did not answer (stopped, or cut off from NATS?): it expires at %s, and a standby takes it one ack wait (the longest forward.timeout + 30s) later\n", printable(l.Owner), l.Until.Format(time.RFC3339))
 		default:
 			fmt.Fprintf(tw, "consumer lock\theld by %s (this instance applies events), renewed until %s\n", printable(l.Owner), l.Until.Format(time.RFC3339))
 		}
@@ -559,4 +563,16 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// lockHolderAnswered reports whether the consumer lock's owner
+// (serve@host/pid/id) is one of the serves that answered status.
+func lockHolderAnswered(owner string, inst instancesView) bool {
+	o := strings.TrimPrefix(owner, servePrefix)
+	for _, d := range inst.Docs {
+		if strings.HasPrefix(o, d.Instance+"/") {
+			return true
+		}
+	}
+	return false
 }

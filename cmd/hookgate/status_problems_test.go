@@ -148,3 +148,26 @@ func TestStatusProblemsLostToMaxAge(t *testing.T) {
 		t.Errorf("eight days after: problems %q, want none", got)
 	}
 }
+
+// The consumer lock's line says whether its holder answered: after a kill
+// -9 of the holder it said "this instance applies events" of a process
+// status no longer listed, for the rest of the lease (review BI).
+func TestStatusLockLineSaysWhenItsHolderDidNotAnswer(t *testing.T) {
+	at := time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC)
+	st := jetstream.Status{At: at, ConsumerLock: &jetstream.LockStatus{Owner: "serve@vm/25134/abc", Until: at.Add(20 * time.Second)}}
+	for _, tc := range []struct {
+		inst instancesView
+		want string
+	}{
+		{instancesView{Docs: []instanceDoc{{Instance: "vm/25134"}, {Instance: "vm/25135"}}}, "held by serve@vm/25134/abc (this instance applies events), renewed until 2026-12-04T03:00:20Z"},
+		{instancesView{Docs: []instanceDoc{{Instance: "vm/25135"}, {Instance: "vm/2513"}}}, "held by serve@vm/25134/abc, which did not answer (stopped, or cut off from NATS?): it expires at 2026-12-04T03:00:20Z"},
+		// None answered (permissions may deny the question): not told.
+		{instancesView{None: "no hookgate serve answered within 2s"}, "held by serve@vm/25134/abc (this instance applies events)"},
+	} {
+		var out bytes.Buffer
+		writeStatus(&out, st, viaListen, &config.Config{}, nil, tc.inst)
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("instances %+v: the lock line lacks %q:\n%s", tc.inst, tc.want, out.String())
+		}
+	}
+}
