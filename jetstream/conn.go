@@ -224,8 +224,22 @@ func disconnectLogger(log *slog.Logger, conn string) nats.ConnErrHandler {
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
-		log.Warn("nats disconnected; reconnecting (webhooks are answered 503 meanwhile)", attrs...)
+		log.Warn("nats disconnected; reconnecting"+disconnectEffect(conn), attrs...)
 	}
+}
+
+// disconnectEffect says what a lost connection stops, by its name: the
+// consumer's said webhooks were answered 503, which only the gateway's
+// loss does (review BI: every webhook sent during a consumer connection's
+// drop got 200).
+func disconnectEffect(conn string) string {
+	switch conn {
+	case "hookgate-serve":
+		return " (webhooks this serve takes are answered 503 meanwhile)"
+	case "hookgate-consumer":
+		return " (this serve applies no event meanwhile; webhooks are not affected)"
+	}
+	return ""
 }
 
 func reconnectLogger(log *slog.Logger, conn string) nats.ConnHandler {
