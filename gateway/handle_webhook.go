@@ -116,8 +116,11 @@ func (s *server) handleWebhook() http.Handler {
 		s.log.LogAttrs(r.Context(), slog.LevelDebug, "webhook",
 			slog.String("provider", name), slog.String("account", k.Account),
 			slog.String("key", k.Key), slog.Uint64("seq", res.Seq), slog.String("decision", decision))
+		// Stamped when the store answered, the decision's time: stamped at
+		// the request's start, a write that waited out a failover read in
+		// `trace` as accepted seconds before WEBHOOKS stored it (review BI).
 		s.deps.Audit.Record(event.AuditRecord{
-			Time: start.UTC(), Decision: decision, Provider: name, Account: k.Account,
+			Time: s.deps.Now().UTC(), Decision: decision, Provider: name, Account: k.Account,
 			Key: k.Key, Seq: res.Seq, Status: http.StatusOK, Actor: event.ActorGateway,
 		})
 		writeOK(w, status, k.Key)
