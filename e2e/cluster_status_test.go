@@ -36,19 +36,39 @@ func TestClusterStatusAnswersWithAConsumersNodeDown(t *testing.T) {
 	}
 	c.consumerLeader(j, "WEBHOOKS", "hookgate-apply", down, 30*time.Second)
 
-	out, errOut, code := cliRun(t, "status", "--json", "--config", cfg)
-	if code != 0 {
-		t.Fatalf("status with node %s down: exit %d\n%s%s", down.name, code, out, errOut)
-	}
 	var doc struct {
 		Problems  []string `json:"problems"`
 		Consumers []struct {
 			Name   string `json:"name"`
 			Exists bool   `json:"exists"`
 		} `json:"consumers"`
+		Streams []struct {
+			Name            string   `json:"name"`
+			Replicas        int      `json:"replicas"`
+			ReplicasOffline []string `json:"replicas_offline"`
+		} `json:"streams"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out)
+	// The node's loss reaches the streams' leaders within seconds: status
+	// then names it offline (before, it said "PROBLEMS none").
+	offline := "stream WEBHOOKS: replica " + down.name + " offline or silent for 10s or more (it runs on 2 of 3"
+	for end := time.Now().Add(40 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out, errOut, code := cliRun(t, "status", "--json", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("status with node %s down: exit %d\n%s%s", down.name, code, out, errOut)
+		}
+		doc.Problems, doc.Consumers, doc.Streams = nil, nil, nil
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		if strings.Contains(strings.Join(doc.Problems, "\n"), offline) {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("problems %q 40 s after node %s went down: want %q", doc.Problems, down.name, offline)
+		}
+	}
+	if len(doc.Streams) == 0 || doc.Streams[0].Replicas != 3 || len(doc.Streams[0].ReplicasOffline) != 1 || doc.Streams[0].ReplicasOffline[0] != down.name {
+		t.Errorf("streams %+v: want WEBHOOKS with 3 replicas, %s offline", doc.Streams, down.name)
 	}
 	if len(doc.Consumers) == 0 || doc.Consumers[0].Name != "hookgate-apply" || !doc.Consumers[0].Exists {
 		t.Errorf("consumers %+v: want hookgate-apply first, there", doc.Consumers)

@@ -35,7 +35,20 @@ type StreamStatus struct {
 	Duplicates time.Duration
 	// Metadata is the stream's metadata (WEBHOOKS: KeyIndexMetadata).
 	Metadata map[string]string
+	// Replicas is the stream's replica count; ReplicasOffline names the
+	// replicas its leader reports offline, or not current and not heard
+	// from for replicaSilentAfter (a node down: the stream runs on the
+	// others, one loss closer to no quorum). nats-server 2.15 keeps a
+	// killed node's replica "offline: false"; it turns not current about
+	// 10 s after its last contact.
+	Replicas        int
+	ReplicasOffline []string
 }
+
+// replicaSilentAfter is how long a replica that is not current may go
+// unheard before status calls it offline: a replica catching up is not
+// current but heard from.
+const replicaSilentAfter = 10 * time.Second
 
 // DiskUse is Bytes as a percentage of MaxBytes; ok is false without a
 // byte limit.
@@ -332,6 +345,14 @@ func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, erro
 	}
 	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
 	ss.Metadata = info.Config.Metadata
+	ss.Replicas = info.Config.Replicas
+	if info.Cluster != nil {
+		for _, r := range info.Cluster.Replicas {
+			if r != nil && (r.Offline || !r.Current && r.Active >= replicaSilentAfter) {
+				ss.ReplicasOffline = append(ss.ReplicasOffline, r.Name)
+			}
+		}
+	}
 	return ss, nil
 }
 

@@ -141,6 +141,9 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	  max_bytes          -1: no size limit
 //	  disk_use_percent   bytes as a percentage of max_bytes; absent without a limit
 //	  duplicate_window_seconds
+//	  replicas           the stream's replica count
+//	  replicas_offline   replicas its leader reports offline, or not current and
+//	                     silent for 10 s or more; absent when none
 //	buckets[]            WATERMARKS, APPLIED
 //	  name, exists
 //	  values             entries (one per key)
@@ -241,6 +244,8 @@ type streamDoc struct {
 	MaxBytes        int64      `json:"max_bytes"`
 	DiskUsePercent  *float64   `json:"disk_use_percent,omitempty"`
 	DuplicateWindow int64      `json:"duplicate_window_seconds"`
+	Replicas        int        `json:"replicas"`
+	ReplicasOffline []string   `json:"replicas_offline,omitempty"`
 }
 
 type bucketDoc struct {
@@ -336,6 +341,7 @@ func newStatusDoc(st jetstream.Status, via string, snap *snapshotDoc) statusDoc 
 			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq,
 			FirstTime: timePtr(s.FirstTime), LastTime: timePtr(s.LastTime),
 			MaxAgeSeconds: seconds(s.MaxAge), MaxBytes: s.MaxBytes, DuplicateWindow: seconds(s.Duplicates),
+			Replicas: s.Replicas, ReplicasOffline: s.ReplicasOffline,
 		}
 		if pct, ok := s.DiskUse(); ok && s.Exists {
 			pct = math.Round(pct*100) / 100

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/jetstream"
@@ -31,6 +32,11 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 		if !s.Exists {
 			problems = append(problems, "stream "+s.Name+" missing")
 			continue
+		}
+		if n := len(s.ReplicasOffline); n > 0 {
+			// Review BI: with a node down status said "PROBLEMS none".
+			problems = append(problems, fmt.Sprintf("stream %s: replica %s offline or silent for 10s or more (it runs on %d of %d; NATS node down?)",
+				s.Name, strings.Join(s.ReplicasOffline, ", "), s.Replicas-n, s.Replicas))
 		}
 		if pct, ok := s.DiskUse(); ok && pct >= streamFullShare && s.Name != jetstream.StreamAudit {
 			problems = append(problems, fmt.Sprintf("stream %s at %.1f%% of its max_bytes (retention.*.max_bytes)", s.Name, pct))
