@@ -346,9 +346,14 @@ func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, erro
 	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
 	ss.Metadata = info.Config.Metadata
 	ss.Replicas = info.Config.Replicas
-	if info.Cluster != nil {
-		for _, r := range info.Cluster.Replicas {
-			if r != nil && (r.Offline || !r.Current && r.Active >= replicaSilentAfter) {
+	if ci := info.Cluster; ci != nil {
+		// A peer the leader has not heard from since it was elected shows
+		// active 0 (a CI run: WEBHOOKS' leader moved off the killed node,
+		// whose replica then never showed): silent once the leader has led
+		// for replicaSilentAfter.
+		led := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) >= replicaSilentAfter
+		for _, r := range ci.Replicas {
+			if r != nil && (r.Offline || !r.Current && (r.Active >= replicaSilentAfter || r.Active == 0 && led)) {
 				ss.ReplicasOffline = append(ss.ReplicasOffline, r.Name)
 			}
 		}
