@@ -65,13 +65,14 @@ func ParseOccurredAt(raw string) (time.Time, error) {
 		t   time.Time
 		err error
 	)
+	basic := occurredBasic(s)
 	switch {
 	case s == "":
 		return time.Time{}, occurredError(raw, "empty")
 	case occurredLooksLikeDate(s):
 		t, err = parseOccurredDate(s)
-	case occurredBasic(s) != "":
-		t, err = parseOccurredDate(occurredBasic(s))
+	case basic != "":
+		t, err = parseOccurredDate(basic)
 	case s[0] == '-' || (s[0] >= '0' && s[0] <= '9'):
 		t, err = parseOccurredUnix(s)
 	default:

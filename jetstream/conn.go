@@ -35,6 +35,9 @@ type ConnectOptions struct {
 	// subscription that dropped messages ("slow consumer"), a permission
 	// refused. nats.go reports them nowhere else.
 	Log *slog.Logger
+	// Lost says what the connection's loss stops, in its disconnect
+	// warning ("": nothing said).
+	Lost string
 }
 
 // Conn is a connection with its JetStream context. Safe for concurrent use.
@@ -83,7 +86,7 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		// An outage is in the log from its start, not only in /metrics and
 		// /readyz: a gateway with no traffic (at night) logged nothing for
 		// as long as NATS was away (review AO).
-		nats.DisconnectErrHandler(disconnectLogger(o.Log, o.Name)),
+		nats.DisconnectErrHandler(disconnectLogger(o.Log, o.Name, o.Lost)),
 		nats.ReconnectHandler(reconnectLogger(o.Log, o.Name)),
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(2),
@@ -213,9 +216,14 @@ func (c *Conn) Refusal() error {
 func (c *Conn) Close() { c.NC.Close() }
 
 // disconnectLogger logs a lost connection once per outage (nats.go calls
-// it when the connection drops, not per reconnect attempt); a Close's is
-// the process stopping, not worth a warning.
-func disconnectLogger(log *slog.Logger, conn string) nats.ConnErrHandler {
+// it when the connection drops, not per reconnect attempt), with what its
+// loss stops (lost, in parentheses, when not empty); a Close's is the
+// process stopping, not worth a warning.
+func disconnectLogger(log *slog.Logger, conn, lost string) nats.ConnErrHandler {
+	msg := "nats disconnected; reconnecting"
+	if lost != "" {
+		msg += " (" + lost + ")"
+	}
 	return func(nc *nats.Conn, err error) {
 		if log == nil || nc.IsClosed() {
 			return
@@ -224,22 +232,8 @@ func disconnectLogger(log *slog.Logger, conn string) nats.ConnErrHandler {
 		if err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
 		}
-		log.Warn("nats disconnected; reconnecting"+disconnectEffect(conn), attrs...)
+		log.Warn(msg, attrs...)
 	}
-}
-
-// disconnectEffect says what a lost connection stops, by its name: the
-// consumer's said webhooks were answered 503, which only the gateway's
-// loss does (review BI: every webhook sent during a consumer connection's
-// drop got 200).
-func disconnectEffect(conn string) string {
-	switch conn {
-	case "hookgate-serve":
-		return " (webhooks this serve takes are answered 503 meanwhile)"
-	case "hookgate-consumer":
-		return " (this serve applies no event meanwhile; webhooks are not affected)"
-	}
-	return ""
 }
 
 func reconnectLogger(log *slog.Logger, conn string) nats.ConnHandler {

@@ -8,19 +8,17 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// A lost connection's warning says what its loss stops: the consumer's
-// said webhooks were answered 503, which only the gateway's does (review
-// BI).
+// A lost connection's warning says what its loss stops, as its caller
+// put it (ConnectOptions.Lost), and nothing more without it.
 func TestDisconnectWarningSaysWhatStops(t *testing.T) {
-	for conn, want := range map[string]string{
-		"hookgate-serve":    "webhooks this serve takes are answered 503",
-		"hookgate-consumer": "applies no event meanwhile; webhooks are not affected",
-		"hookgate-cli":      "nats disconnected; reconnecting\"",
+	for lost, want := range map[string]string{
+		"this serve applies no event meanwhile": `"nats disconnected; reconnecting (this serve applies no event meanwhile)"`,
+		"":                                      `"nats disconnected; reconnecting"`,
 	} {
 		var logged syncLog
-		disconnectLogger(slog.New(slog.NewJSONHandler(&logged, nil)), conn)(&nats.Conn{}, nil)
+		disconnectLogger(slog.New(slog.NewJSONHandler(&logged, nil)), "c", lost)(&nats.Conn{}, nil)
 		if !strings.Contains(logged.String(), want) {
-			t.Errorf("%s: %s; want %q", conn, logged.String(), want)
+			t.Errorf("lost %q: %s; want %s", lost, logged.String(), want)
 		}
 	}
 }

@@ -17,7 +17,7 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		commandHelp(stdout, fs.Name(), fs)
+		commandHelp(stdout, fs)
 		return silentError{0}
 	case err != nil:
 		return usagef("%s: %v", fs.Name(), err)
@@ -35,10 +35,10 @@ func isHelp(arg string) bool {
 	return false
 }
 
-// commandHelp prints the usage text's lines for command (its first word:
-// "dlq list" prints dlq's), then fs's flags when fs is not nil.
-func commandHelp(w io.Writer, command string, fs *flag.FlagSet) {
-	word := strings.Fields(command)[0]
+// commandHelp prints the usage text's lines for fs's command (its first
+// word: "dlq list" prints dlq's), then fs's flags.
+func commandHelp(w io.Writer, fs *flag.FlagSet) {
+	word := strings.Fields(fs.Name())[0]
 	fmt.Fprintln(w, "Usage:")
 	in := false
 	for line := range strings.SplitSeq(usage, "\n") {
@@ -52,11 +52,9 @@ func commandHelp(w io.Writer, command string, fs *flag.FlagSet) {
 			fmt.Fprintln(w, line)
 		}
 	}
-	if fs != nil {
-		fmt.Fprintln(w, "\nFlags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
-	}
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
 	fmt.Fprintln(w, "\nHOOKGATE_CONFIG may stand in for --config. Exit 0 on success, 1 on an error to fix, 2 on a usage error.")
 }

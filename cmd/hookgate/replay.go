@@ -523,11 +523,9 @@ func (l *storedLetters) supersede(ctx context.Context, audit *jetstream.AuditWri
 		if seq == newest {
 			continue
 		}
-		if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+		if err := l.remove(ctx, audit, ev, seq, fmt.Sprintf("replaced by letter %d (replay)", newest)); err != nil {
 			return fmt.Sprintf("letter %d; its letter %d was not removed from DLQ: %v ('hookgate dlq show %d')", newest, seq, err, seq)
 		}
-		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
-			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: replaced by letter %d (replay)", seq, newest), Actor: event.ActorOperator})
 		removed = append(removed, strconv.FormatUint(seq, 10))
 	}
 	l.read[subj][ev.Seq] = []uint64{newest}
@@ -535,6 +533,17 @@ func (l *storedLetters) supersede(ctx context.Context, audit *jetstream.AuditWri
 		return fmt.Sprintf("letter %d", newest)
 	}
 	return fmt.Sprintf("letter %d replaces letter %s in DLQ", newest, strings.Join(removed, ", "))
+}
+
+// remove deletes ev's letter seq from DLQ (one already gone is removed
+// too) and audits it dlq-removed with why.
+func (l *storedLetters) remove(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event, seq uint64, why string) error {
+	if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+		return err
+	}
+	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
+		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: %s", seq, why), Actor: event.ActorOperator})
+	return nil
 }
 
 // resolve removes the letters of ev, which replay just applied: left in
@@ -549,11 +558,9 @@ func (l *storedLetters) resolve(ctx context.Context, audit *jetstream.AuditWrite
 	}
 	var done []string
 	for _, seq := range seqs {
-		if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+		if err := l.remove(ctx, audit, ev, seq, "applied by replay"); err != nil {
 			return fmt.Sprintf("its letter %d was not removed from DLQ: %v (do not re-feed it: 'hookgate dlq show %d')", seq, err, seq)
 		}
-		audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
-			Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: applied by replay", seq), Actor: event.ActorOperator})
 		done = append(done, strconv.FormatUint(seq, 10))
 	}
 	l.read[jetstream.LetterSubject(ev.Provider, ev.Account)][ev.Seq] = nil

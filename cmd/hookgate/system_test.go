@@ -186,3 +186,18 @@ func TestGrantsWindow(t *testing.T) {
 		})
 	}
 }
+
+// The disconnect warning of serve's connections says what their loss
+// stops: the consumer's said webhooks were answered 503, which only the
+// gateway's does (review BI).
+func TestConnectionLostSaysWhatStops(t *testing.T) {
+	for name, want := range map[string]string{
+		"hookgate-serve":    "webhooks this serve takes are answered 503",
+		"hookgate-consumer": "applies no event meanwhile; webhooks are not affected",
+		"hookgate-cli":      "",
+	} {
+		if got := connectionLost(name); want == "" && got != "" || !strings.Contains(got, want) {
+			t.Errorf("connectionLost(%q) = %q; want %q", name, got, want)
+		}
+	}
+}
