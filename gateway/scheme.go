@@ -200,15 +200,22 @@ func schemeSignTime(ts time.Time) time.Time {
 	return ts
 }
 
-// schemeSignID checks a caller's id or, when empty, returns gen().
+// schemeSignID checks a caller's id or, when empty, returns gen(). Any id
+// a header can carry unchanged is taken, spaces and bytes past ASCII too
+// (the gateway keys such an id by its hash, evt#): a control character
+// would end or split the header, and HTTP drops leading and trailing
+// whitespace, so the receiver would verify another id.
 func schemeSignID(scheme, id string, gen func() string) (string, error) {
 	if id == "" {
 		return gen(), nil
 	}
 	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return "", fmt.Errorf("%s sign: id must be printable ASCII without spaces", scheme)
+		if id[i] < 0x20 && id[i] != '\t' || id[i] == 0x7f {
+			return "", fmt.Errorf("%s sign: id holds a control character (byte 0x%02x at %d): a header cannot carry it", scheme, id[i], i)
 		}
+	}
+	if strings.Trim(id, " \t") != id {
+		return "", fmt.Errorf("%s sign: id starts or ends with whitespace, which HTTP drops from a header: the receiver would verify another id", scheme)
 	}
 	return id, nil
 }

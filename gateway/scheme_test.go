@@ -201,8 +201,24 @@ func TestSchemeConformance(t *testing.T) {
 				if a == "" || a == b {
 					t.Errorf("generated ids %q, %q: want two distinct non-empty ids", a, b)
 				}
-				if _, err := s.Sign(body, c.secret, "bad id", ts); err == nil {
-					t.Error("Sign accepted an id with a space")
+				// Any id a header carries unchanged is signed, as the
+				// gateway takes it (keyed by its hash, evt#): spaces and
+				// bytes past ASCII too.
+				for _, id := range []string{"grant award 7", "G-\u00e9t\u00e9", "a\tb"} {
+					h := schemeSign(t, s, body, c.secret, id, ts)
+					if got := h.Get(c.idHeader); got != id {
+						t.Errorf("%s = %q, want %q", c.idHeader, got, id)
+					}
+					if err := s.Verify(h, body, []config.Secret{c.secret}, ts); err != nil {
+						t.Errorf("Verify of the headers signed with id %q: %v", id, err)
+					}
+				}
+				// What a header cannot carry as given is refused, naming why.
+				for id, want := range map[string]string{"a\r\nX-Evil: 1": "control character", "a\x00": "control character", "a\x7f": "control character", " a": "whitespace", "a\t": "whitespace"} {
+					_, err := s.Sign(body, c.secret, id, ts)
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Errorf("Sign with id %q: %v, want an error about a %s", id, err, want)
+					}
 				}
 			})
 			t.Run("sign/unusable secret", func(t *testing.T) {

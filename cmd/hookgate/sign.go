@@ -31,6 +31,14 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	if *prov == "" {
 		return usagef("sign: --provider is required")
 	}
+	// An empty --id (a script's unset variable) would otherwise sign a
+	// made-up id, as no --id does: the sender's id the operator meant to
+	// reproduce is lost without a word.
+	idGiven := false
+	fs.Visit(func(f *flag.Flag) { idGiven = idGiven || f.Name == "id" })
+	if idGiven && *id == "" {
+		return usagef("sign: --id is empty; leave it out to have an id made up")
+	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {
 		return err
