@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,7 +56,7 @@ func (d *decoder) decodeDocument(data []byte, c *Config) {
 	var doc yaml.Node
 	if err := decodeNode(dec, &doc); err != nil {
 		if !errors.Is(err, io.EOF) {
-			d.problems = append(d.problems, Problem{Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")})
+			d.problems = append(d.problems, Problem{Msg: "invalid YAML: " + yamlErrorText(err)})
 		}
 		return // empty file: all defaults
 	}
@@ -68,6 +69,21 @@ func (d *decoder) decodeDocument(data []byte, c *Config) {
 		return // nothing in it: all defaults
 	}
 	d.decode("", doc.Content[0], reflect.ValueOf(c).Elem())
+}
+
+// yamlAnchorName matches the anchor name the YAML library quotes in its
+// alias errors.
+var yamlAnchorName = regexp.MustCompile(`anchor '[^']*'`)
+
+// yamlErrorText is the YAML library's error without an anchor's name: an
+// unquoted value starting with * is read as an alias, and that value may
+// be a secret (secrets: [*9f8e...] said "unknown anchor '9f8e...'").
+func yamlErrorText(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if strings.Contains(msg, "unknown anchor") {
+		return "an unquoted value starting with * is read as an alias (*name) of an anchor the file does not define; quote the value"
+	}
+	return yamlAnchorName.ReplaceAllString(msg, "an anchor")
 }
 
 // decodeNode is dec.Decode, with a panic in the YAML library turned into an

@@ -483,3 +483,21 @@ func TestNoFollowOnProblems(t *testing.T) {
 		})
 	}
 }
+
+// An unquoted secret starting with * is read as a YAML alias; the
+// library's error quoted the alias name, the secret itself, and config
+// check printed it.
+func TestYAMLAliasErrorQuotesNoValue(t *testing.T) {
+	for _, data := range []string{
+		"providers:\n  p:\n    signature: { scheme: github, secrets: [*S3CRET_9f8e7d] }\n",
+		"nats:\n  embedded:\n    token: *S3CRET_9f8e7d\n",
+	} {
+		_, err := Parse([]byte(data), t.TempDir(), envOf(nil))
+		if err == nil {
+			t.Fatalf("Parse accepted an alias of no anchor:\n%s", data)
+		}
+		if msg := err.Error(); strings.Contains(msg, "S3CRET_9f8e7d") || !strings.Contains(msg, "quote the value") {
+			t.Errorf("error %q: want no value quoted, and the advice to quote it", msg)
+		}
+	}
+}

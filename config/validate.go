@@ -69,6 +69,13 @@ func (c *Config) Check() Problems {
 	slices.Sort(names)
 	for _, name := range names {
 		checkProvider(k, name, c.Providers[name])
+		sig := c.Providers[name].Signature
+		if h := c.Dedup.Horizon; timestamped(sig.Scheme) && h > 0 && sig.Tolerance > h {
+			// The key is forgotten after the horizon; until the tolerance
+			// runs out the captured signature still verifies.
+			k.warnf("providers."+name+".signature.tolerance", "%s exceeds dedup.horizon (%s): a delivery captured and re-sent after the horizon, still within the tolerance, is stored and applied again as new; keep the tolerance within the horizon",
+				formatDuration(sig.Tolerance), formatDuration(h))
+		}
 	}
 	return k.ps
 }
@@ -185,6 +192,9 @@ func (c *Config) checkNATS(k *checker) {
 			// The URL may hold a user and password: never quote it.
 			if !validNATSURL(u) {
 				k.errorf("nats.url", "entry %d is not a URL like nats://host:4222 (schemes nats, tls, ws, wss)", i+1)
+			} else if !validURLPort(u) {
+				// serve retried "invalid port" for ever, never naming the key.
+				k.errorf("nats.url", "entry %d: port is not a number from 1 to 65535", i+1)
 			}
 		}
 	}
@@ -222,6 +232,12 @@ func (c *Config) checkNATS(k *checker) {
 		} else if n.URL != "" {
 			k.warnf("nats.embedded.listen", "ignored: nats.url is set, so no embedded server runs")
 		} else {
+			if !loopbackListen(e.Listen) {
+				// The token is the only credential and it allows everything
+				// (publishing to webhooks.* past the signature checks,
+				// deleting streams): README, "Running in production".
+				k.warnf("nats.embedded.listen", "%s is not a loopback address: whoever reaches it with the token may read, write and delete every stream; keep it on 127.0.0.1 or put a NATS cluster with its own accounts in front (nats.url)", e.Listen)
+			}
 			// serve failed at start with "address already in use", after
 			// config check said ok (review Y).
 			for _, h := range []struct{ key, addr string }{{"http.listen", c.HTTP.Listen}, {"http.admin_listen", c.HTTP.AdminListen}} {
@@ -231,6 +247,20 @@ func (c *Config) checkNATS(k *checker) {
 			}
 		}
 	}
+}
+
+// loopbackListen reports whether a listen address (host:port) takes
+// loopback only: an IP that is loopback, or localhost.
+func loopbackListen(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // sameListen reports whether two listen addresses (host:port) would take
@@ -247,6 +277,20 @@ func sameListen(a, b string) bool {
 	}
 	everyAddr := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 	return ah == bh || everyAddr(ah) || everyAddr(bh)
+}
+
+// validURLPort reports whether a parsed-valid URL's port, when it has one,
+// is a number from 1 to 65535.
+func validURLPort(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		return err == nil && n >= 1 && n <= 65535
+	}
+	return true
 }
 
 func validNATSURL(s string) bool {
@@ -508,6 +552,10 @@ func checkSignature(k *checker, key string, s Signature) {
 			// The gateway cannot use it (every request would be a 401):
 			// a file or variable read with its trailing newline, usually.
 			k.errorf(sk, "ends with a line break (is it a file or variable read with its trailing newline?)")
+		case strings.TrimSpace(sec.Reveal()) == "":
+			// Usable, but a blank: a variable or file set to spaces by
+			// mistake, which anyone can sign with.
+			k.warnf(sk, "only whitespace (a variable or file set to blanks by mistake?): anyone can sign with it")
 		}
 		if j := slices.Index(s.Secrets[:i], sec); j >= 0 && sec != "" {
 			k.warnf(sk, "same secret as secrets[%d]", j)

@@ -109,6 +109,19 @@ func TestValidate(t *testing.T) {
 		{"embedded listen", func(c *Config) { c.NATS.Embedded.Listen = "4222" }, "nats.embedded.listen", "want host:port", false},
 		{"embedded listen with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Listen = "nats://h:4222", "127.0.0.1:4222" }, "nats.embedded.listen", "ignored: nats.url is set", true},
 		{"sync always with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Sync = "nats://h:4222", SyncAlways }, "nats.embedded.sync", "ignored: nats.url is set", true},
+		{"url port out of range", func(c *Config) { c.NATS.URL = "nats://h:4222,nats://tok@127.0.0.1:99999" }, "nats.url", "entry 2: port is not a number from 1 to 65535", false},
+		{"url port zero", func(c *Config) { c.NATS.URL = "nats://h:0" }, "nats.url", "entry 1: port is not a number from 1 to 65535", false},
+		{"embedded listen every address", func(c *Config) { c.NATS.Embedded.Listen = "0.0.0.0:4222" }, "nats.embedded.listen", "0.0.0.0:4222 is not a loopback address: whoever reaches it with the token", true},
+		{"embedded listen lan", func(c *Config) { c.NATS.Embedded.Listen = "10.0.0.5:4222" }, "nats.embedded.listen", "is not a loopback address", true},
+		{"tolerance past horizon", func(c *Config) {
+			c.Dedup.Horizon, c.Dedup.Window = 5*time.Second, time.Second
+		}, "providers.p.signature.tolerance", "5m exceeds dedup.horizon (5s): a delivery captured and re-sent after the horizon", true},
+		{"whitespace secret", func(c *Config) {
+			pr := c.Providers["p"]
+			pr.Signature = Signature{Scheme: SchemeGitHub, Secrets: []Secret{"   "}}
+			pr.EventID = []string{"json:/id"}
+			c.Providers["p"] = pr
+		}, "providers.p.signature.secrets[0]", "only whitespace", true},
 
 		// dedup
 		{"horizon", func(c *Config) { c.Dedup.Horizon = 0 }, "dedup.horizon", "must be > 0", false},
@@ -238,6 +251,11 @@ func TestValidateValidVariants(t *testing.T) {
 	}{
 		{"listen any host", func(c *Config) { c.HTTP.Listen = ":0" }},
 		{"listen ipv6", func(c *Config) { c.HTTP.Listen = "[::1]:8080" }},
+		{"embedded listen loopback", func(c *Config) { c.NATS.Embedded.Listen = "127.0.0.1:4222" }},
+		{"embedded listen localhost", func(c *Config) { c.NATS.Embedded.Listen = "localhost:4222" }},
+		{"embedded listen ipv6 loopback", func(c *Config) { c.NATS.Embedded.Listen = "[::1]:4222" }},
+		{"url with port", func(c *Config) { c.NATS.URL = "nats://u:p@h:65535,tls://h2" }},
+		{"tolerance equals horizon", func(c *Config) { c.Dedup.Horizon, c.Dedup.Window = 5*time.Minute, time.Minute }},
 		{"cluster", func(c *Config) { c.NATS.URL, c.NATS.Replicas = "nats://a:4222, tls://b:4222,nats://u:p@c:4222", 3 }},
 		{"sync always", func(c *Config) { c.NATS.Embedded.Sync = SyncAlways }},
 		{"window equals horizon", func(c *Config) { c.Dedup.Window = c.Dedup.Horizon }},

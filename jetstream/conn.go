@@ -241,7 +241,9 @@ func reconnectLogger(log *slog.Logger, conn string) nats.ConnHandler {
 		if log == nil {
 			return
 		}
-		log.Info("nats reconnected", slog.String("connection", conn), slog.String("url", nc.ConnectedUrlRedacted()))
+		// The server's address only: ConnectedUrlRedacted masks a
+		// password but not a token written as nats://TOKEN@host.
+		log.Info("nats reconnected", slog.String("connection", conn), slog.String("server", nc.ConnectedAddr()))
 	}
 }
 
