@@ -146,6 +146,12 @@ func (c *Config) checkHTTP(k *checker) {
 			k.errorf("http.timeouts."+t.key, "must be > 0")
 		}
 	}
+	if w, r := h.Timeouts.Write, h.Timeouts.Read; w > 0 && r > 0 && w < r {
+		// The write timeout runs from the end of the headers and bounds the
+		// publish too (the gateway answers a second before it).
+		k.warnf("http.timeouts.write", "%s is shorter than http.timeouts.read (%s): a body arriving more than %s after its headers gets 408, though read allows it more; keep write >= read",
+			formatDuration(w), formatDuration(r), formatDuration(max(w-time.Second, 0)))
+	}
 	switch {
 	case h.ShutdownDelay < 0:
 		k.errorf("http.shutdown_delay", "must be >= 0 (0: stop accepting at once)")

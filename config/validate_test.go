@@ -108,6 +108,7 @@ func TestValidate(t *testing.T) {
 		{"data_dir", func(c *Config) { c.NATS.Embedded.DataDir = "" }, "nats.embedded.data_dir", "required", false},
 		{"embedded listen", func(c *Config) { c.NATS.Embedded.Listen = "4222" }, "nats.embedded.listen", "want host:port", false},
 		{"embedded listen with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Listen = "nats://h:4222", "127.0.0.1:4222" }, "nats.embedded.listen", "ignored: nats.url is set", true},
+		{"write shorter than read", func(c *Config) { c.HTTP.Timeouts.Write = 5 * time.Second }, "http.timeouts.write", "5s is shorter than http.timeouts.read (30s): a body arriving more than 4s after its headers gets 408", true},
 		{"sync always with url", func(c *Config) { c.NATS.URL, c.NATS.Embedded.Sync = "nats://h:4222", SyncAlways }, "nats.embedded.sync", "ignored: nats.url is set", true},
 		{"url port out of range", func(c *Config) { c.NATS.URL = "nats://h:4222,nats://tok@127.0.0.1:99999" }, "nats.url", "entry 2: port is not a number from 1 to 65535", false},
 		{"url port zero", func(c *Config) { c.NATS.URL = "nats://h:0" }, "nats.url", "entry 1: port is not a number from 1 to 65535", false},

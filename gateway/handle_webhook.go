@@ -35,7 +35,7 @@ func (s *server) handleWebhook() http.Handler {
 		// The write timeout runs from when the request's headers were read:
 		// the publish must end before it, whatever the body took, or the
 		// answer is lost (a slow body leaves the store less time; at
-		// worst the sender gets a 503 and retries).
+		// worst the sender gets a 408 and retries).
 		entered := time.Now()
 		start := s.deps.Now()
 		name := providerName(r)
@@ -60,14 +60,6 @@ func (s *server) handleWebhook() http.Handler {
 			s.reject(w, p, "", err)
 			return
 		}
-		if p.limiter != nil {
-			if res := p.limiter.ReserveN(start, 1); !res.OK() || res.DelayFrom(start) > 0 {
-				delay := res.DelayFrom(start)
-				res.CancelAt(start)
-				s.rateLimited(w, p, delay)
-				return
-			}
-		}
 		withHost(r)
 		pl := NewPayload(r.Header, body, r.Header.Get("Content-Type"))
 		pl.skimFor(p.skim)
@@ -75,6 +67,19 @@ func (s *server) handleWebhook() http.Handler {
 		if err != nil {
 			s.reject(w, p, "", err)
 			return
+		}
+		// The rate limit is for new events: a redelivery of a stored one
+		// is answered duplicate whatever the rate (the contract's 200 for
+		// a key seen before; a 429 kept the sender retrying it) and takes
+		// nothing from the budget, so a storm of retries cannot hold new
+		// events back.
+		if p.limiter != nil && !s.knownKey(k.Key) {
+			if res := p.limiter.ReserveN(start, 1); !res.OK() || res.DelayFrom(start) > 0 {
+				delay := res.DelayFrom(start)
+				res.CancelAt(start)
+				s.rateLimited(w, p, delay)
+				return
+			}
 		}
 		hdr, err := s.storedHeaders(r.Header, p, pl, k, start)
 		if err != nil {
@@ -87,12 +92,23 @@ func (s *server) handleWebhook() http.Handler {
 		// happened. Deadline bounds it instead (answer before the write
 		// timeout; a slow store is a 503 the sender retries).
 		pubStart := time.Now()
+		deadline := s.publishDeadline(entered, pubStart)
+		if deadline.Sub(pubStart) < minPublishTime {
+			// The body took the answer's time (http.timeouts.write runs
+			// from the end of the headers): a publish now would fail
+			// without a try and read as a store outage (a 503, an ERROR
+			// line, the unavailable metric), and its answer could come
+			// after the write deadline. The sender's slowness: 408.
+			s.rejectAs(w, p, k.Account, k.Key, fmt.Errorf("%w: the request took %s to arrive, leaving no time to store it within http.timeouts.write (%s); retry",
+				errBodyTimeout, pubStart.Sub(entered).Round(time.Millisecond), s.writeTimeout))
+			return
+		}
 		res, err := s.deps.Publisher.Publish(context.WithoutCancel(r.Context()), jetstream.Message{
 			Subject:  event.WebhookSubject(p.name, k.AccountInKey),
 			Key:      k.Key,
 			Header:   hdr,
 			Body:     body,
-			Deadline: s.publishDeadline(entered, pubStart),
+			Deadline: deadline,
 			// A first write whose answer came late is "accepted", not
 			// "duplicate".
 			TellOwnWrite: true,
@@ -182,13 +198,32 @@ func plainEncoding(h http.Header) error {
 	return nil
 }
 
+// KeyLookup is a Publisher that tells a stored key without a write (the
+// key index).
+type KeyLookup interface {
+	Known(key string) bool
+}
+
+// knownKey reports whether the publisher knows key as stored; false when
+// it cannot tell without a write.
+func (s *server) knownKey(key string) bool {
+	l, ok := s.deps.Publisher.(KeyLookup)
+	return ok && l.Known(key)
+}
+
+// minPublishTime is the least time left before the write timeout for
+// which a publish is started (the store answers within milliseconds when
+// well).
+const minPublishTime = 250 * time.Millisecond
+
 // publishDeadline bounds a publish started at pubStart for a request
 // whose handler was entered at entered: publishLimit, and no later than a
-// second before the write timeout.
+// second before the write timeout (half of it when it is 2 s or less), so
+// the answer is written before the connection's write deadline.
 func (s *server) publishDeadline(entered, pubStart time.Time) time.Time {
 	d := pubStart.Add(s.publishLimit)
-	if s.writeTimeout > time.Second {
-		d = minTime(d, entered.Add(s.writeTimeout-time.Second))
+	if s.writeTimeout > 0 {
+		d = minTime(d, entered.Add(s.writeTimeout-min(time.Second, s.writeTimeout/2)))
 	}
 	return d
 }
@@ -315,6 +350,10 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 			slog.Int("status", status), slog.String("error", err.Error()), slog.Int("suppressed", suppressed))
 	}
 	s.unstored.do(p.name, s.deps.Now(), logLine)
+	// The publish ended before the write deadline (publishDeadline), but
+	// a 503 the sender never reads is retried as a timeout, later: a few
+	// seconds more for this answer, as for a 408.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
 	msg := "event store unavailable; retry later"
 	retry := "5"
 	switch {

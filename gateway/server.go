@@ -31,6 +31,7 @@ type Auditor interface {
 var (
 	_ Publisher = (*jetstream.Publisher)(nil)
 	_ Publisher = (*jetstream.KeyIndexPublisher)(nil)
+	_ KeyLookup = (*jetstream.KeyIndexPublisher)(nil)
 	_ Auditor   = (*jetstream.AuditWriter)(nil)
 )
 

@@ -459,6 +459,13 @@ func (k *KeyIndex) Publisher(p *Publisher) *KeyIndexPublisher {
 	return &KeyIndexPublisher{pub: p, k: k}
 }
 
+// Known reports whether the index knows key as stored (its event is in
+// WEBHOOKS). False says only that the index does not know it (yet).
+func (p *KeyIndexPublisher) Known(key string) bool {
+	_, ok := p.k.idx.LookupDigest(keyindex.DigestOf(key))
+	return ok
+}
+
 // Publish is Publisher.Publish with the index in front. It returns
 // ErrUnavailable (wrapped) without publishing when the index has fallen
 // behind the stream by half of its duplicate window: a key stored that

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -112,6 +113,13 @@ func (g *keyIndexGateway) Ready() error {
 	}
 }
 
+// Known reports whether the key index, once in front, knows key as
+// stored (gateway.KeyLookup); false before.
+func (g *keyIndexGateway) Known(key string) bool {
+	p := g.to.Load()
+	return p != nil && p.Known(key)
+}
+
 // Publish goes through the key index once it is in front, else straight
 // to WEBHOOKS (whose window then spans the horizon).
 func (g *keyIndexGateway) Publish(ctx context.Context, m jetstream.Message) (jetstream.PublishResult, error) {
@@ -188,3 +196,8 @@ func (g *keyIndexGateway) close() {
 		}
 	}
 }
+
+var (
+	_ gateway.Publisher = (*keyIndexGateway)(nil)
+	_ gateway.KeyLookup = (*keyIndexGateway)(nil)
+)
