@@ -14,7 +14,11 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP stops cleanly too: its default action ended the process at
+	// once, an unclean stop with the store's recovery after it, for an
+	// operator who sent it hoping for a reload (the config is read at
+	// start only; README, Configuration).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// The first signal starts a clean stop; a second one ends the process
 	// at once (the signal's default action), as an operator pressing
 	// Ctrl-C again expects of a stop that waits out http.shutdown_delay.

@@ -70,7 +70,13 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		// plain line on stderr, which an alert on the JSON lines' level
 		// missed whenever nothing was logged at error before it (a data_dir
 		// locked, the key index failing to open; review Z).
-		if err != nil && !errors.Is(err, errStoreWritesAgain) && !errors.Is(err, http.ErrServerClosed) {
+		switch {
+		case err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled):
+			// Stopped while starting (NATS not answering yet): a clean
+			// stop, as its exit 0 says; at error it fired alerts on an
+			// ordinary deploy (a docs audit, stop 38).
+			logger.Info("hookgate stopped while starting", slog.String("waiting_for", err.Error()))
+		case err != nil && !errors.Is(err, errStoreWritesAgain) && !errors.Is(err, http.ErrServerClosed):
 			logger.Error("serve failed", slog.String("error", err.Error()))
 		}
 	}()
