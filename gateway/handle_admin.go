@@ -32,8 +32,19 @@ func (s *server) handleReadyz() http.Handler {
 	})
 }
 
-func (s *server) handleNotFound() http.Handler {
+// handleNotFound answers 404; webhooks says whether this listener takes
+// webhooks (not http.admin_listen's).
+func (s *server) handleNotFound(webhooks bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !webhooks {
+			// A webhook posted to the admin listener was told to use the
+			// very path it had used (an edge audit, stop 38).
+			if strings.HasPrefix(r.URL.Path, webhookPrefix) && s.metrics != nil {
+				s.metrics.unknownProvider.Inc()
+			}
+			writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint on http.admin_listen (/healthz, /readyz, /metrics); webhooks go to POST /webhooks/{provider} on http.listen"})
+			return
+		}
 		if r.URL.Path == "/webhooks" || strings.HasPrefix(r.URL.Path, webhookPrefix) {
 			// A sender posting to a wrong URL under /webhooks (a trailing
 			// slash, a doubled one): the same alert as an unknown

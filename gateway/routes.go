@@ -31,7 +31,7 @@ func (s *server) router(webhook http.Handler, admin bool, metrics http.Handler) 
 		r.Handle("/readyz", s.handleReadyz()).Methods(http.MethodGet, http.MethodHead)
 		r.Handle("/metrics", metrics).Methods(http.MethodGet, http.MethodHead)
 	}
-	r.NotFoundHandler = s.handleNotFound()
+	r.NotFoundHandler = s.handleNotFound(webhook != nil)
 	r.MethodNotAllowedHandler = s.handleMethodNotAllowed()
 	return r
 }

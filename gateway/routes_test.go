@@ -1,8 +1,10 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -156,5 +158,23 @@ providers:
 		if ct := w.Header().Get("Content-Type"); tc.method != http.MethodHead && ct != "application/json" && !(tc.path == "/metrics" && strings.HasPrefix(ct, "text/plain")) {
 			t.Errorf("%s: Content-Type %q", name, ct)
 		}
+	}
+}
+
+// The admin listener takes no webhooks; a webhook posted there is told
+// where they go, not the very path it used (an edge audit, stop 38).
+func TestAdminListenerSendsWebhooksToTheMainOne(t *testing.T) {
+	h := gateway.NewAdminHandler(slog.New(slog.DiscardHandler), gateway.Deps{Ready: func(context.Context) error { return nil }})
+	for _, path := range []string{"/webhooks/p", "/other"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader("{}")))
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "webhooks go to POST /webhooks/{provider} on http.listen") {
+			t.Errorf("POST %s on the admin listener: %d %s; want 404 naming http.listen", path, rec.Code, rec.Body.String())
+		}
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("GET /healthz on the admin listener: %d, want 200", rec.Code)
 	}
 }

@@ -187,6 +187,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 			_ = lock.Close()
 			return nil, err
 		}
+		warnTokenFileMode(o.Log, filepath.Join(o.DataDir, TokenFile))
 	}
 	opts := &server.Options{
 		ServerName:    "hookgate-embedded",
@@ -332,6 +333,18 @@ func ReadToken(dataDir string) (string, error) {
 		return "", err
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// warnTokenFileMode warns when the token file is open to other users:
+// hookgate writes it 0600, but one made by hand is used as it is, and the
+// token allows everything on the embedded server.
+func warnTokenFileMode(log *slog.Logger, path string) {
+	fi, err := os.Stat(path)
+	if log == nil || err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return
+	}
+	log.Warn("the NATS token file is readable by other users; whoever reads it may read, write and delete every stream: chmod 600 it",
+		slog.String("file", path), slog.String("mode", fmt.Sprintf("%04o", fi.Mode().Perm())))
 }
 
 func loadOrCreateToken(path string) (string, error) {

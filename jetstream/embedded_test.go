@@ -1,8 +1,12 @@
 package jetstream_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,4 +66,35 @@ func TestConnectErrors(t *testing.T) {
 		t.Fatalf("right token: %v", err)
 	}
 	c.Close()
+}
+
+// A token file open to other users is warned about at start (the token
+// allows everything on the embedded server; one made by hand is used as
+// it is), and hookgate's own 0600 file is not.
+func TestTokenFileOpenToOthersIsWarned(t *testing.T) {
+	for _, c := range []struct {
+		mode os.FileMode
+		warn bool
+	}{{0o644, true}, {0o640, true}, {0o600, false}} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, jetstream.TokenFile)
+		if err := os.WriteFile(path, []byte("0123456789abcdef\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		var logged bytes.Buffer
+		e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: dir, MaxPayload: 1 << 20, Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Shutdown()
+		if got := strings.Contains(logged.String(), "readable by other users"); got != c.warn {
+			t.Errorf("mode %04o: warned %v, want %v: %s", c.mode, got, c.warn, logged.String())
+		}
+		if strings.Contains(logged.String(), "0123456789abcdef") {
+			t.Errorf("the warning carries the token: %s", logged.String())
+		}
+	}
 }

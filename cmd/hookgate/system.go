@@ -85,7 +85,7 @@ func openSystem(ctx context.Context, cfg *config.Config, logger *slog.Logger, na
 func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logger, name string, acc access, lock *os.File) (*system, error) {
 	s := &system{cfg: cfg}
 	need := cfg.HTTP.MaxBodyBytes + headerRoom
-	opts := jetstream.ConnectOptions{Name: name, Log: logger, Lost: connectionLost(name)}
+	opts := jetstream.ConnectOptions{Name: name, Log: logger, Lost: connectionLost(name, cfg.Roles.Gateway)}
 	if cfg.NATS.URL == "" {
 		// At least 8 MiB whatever max_body_bytes says now: events stored
 		// under a larger limit earlier must still reach GRANTS and DLQ
@@ -185,7 +185,7 @@ func (s *system) Ready(ctx context.Context) error {
 // and reply dispatcher (measured in the README's "Performance").
 func (s *system) extraConn(name string) (*jetstream.Conn, error) {
 	o := s.opts
-	o.Name, o.Lost = name, connectionLost(name)
+	o.Name, o.Lost = name, connectionLost(name, s.cfg.Roles.Gateway)
 	c, err := jetstream.Connect(o)
 	if err != nil {
 		return nil, err
@@ -224,9 +224,14 @@ func (s *system) Close() {
 // for its disconnect warning: the consumer's said webhooks were answered
 // 503, which only the gateway's loss does (review BI: every webhook sent
 // during a consumer connection's drop got 200).
-func connectionLost(name string) string {
+func connectionLost(name string, gateway bool) string {
 	switch name {
 	case "hookgate-serve":
+		if !gateway {
+			// roles: { gateway: false } takes no webhooks (a security
+			// audit, stop 38, read the 503 wording on such a serve).
+			return ""
+		}
 		return "webhooks this serve takes are answered 503 meanwhile"
 	case "hookgate-consumer":
 		return "this serve applies no event meanwhile; webhooks are not affected"

@@ -196,8 +196,12 @@ func TestConnectionLostSaysWhatStops(t *testing.T) {
 		"hookgate-consumer": "applies no event meanwhile; webhooks are not affected",
 		"hookgate-cli":      "",
 	} {
-		if got := connectionLost(name); want == "" && got != "" || !strings.Contains(got, want) {
+		if got := connectionLost(name, true); want == "" && got != "" || !strings.Contains(got, want) {
 			t.Errorf("connectionLost(%q) = %q; want %q", name, got, want)
 		}
+	}
+	// A serve with the gateway role off takes no webhooks.
+	if got := connectionLost("hookgate-serve", false); got != "" {
+		t.Errorf("connectionLost of a serve without the gateway role = %q; want nothing about webhooks", got)
 	}
 }
