@@ -42,12 +42,7 @@ e2e: nats-server
 
 ## fuzz: every fuzz target for FUZZTIME each; findings land in testdata/fuzz
 fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 BENCH      := bin/hookgate-bench
 BENCHFLAGS ?=

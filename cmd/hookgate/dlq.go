@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -116,12 +119,16 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
+	// Each letter's event's WEBHOOKS sequence, to re-feed them in the
+	// order the events were stored.
+	stored := map[uint64]uint64{}
 	if *all {
 		read := 0
 		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, letterRange(*provider), func(m jetstream.StoredMsg, _ uint64) error {
 			read++
 			if *reason == "" || strings.Contains(m.Header.Get(event.HeaderDlqReason), *reason) {
 				seqs = append(seqs, m.Seq)
+				stored[m.Seq] = storedSeqOf(m.Header.Get)
 			}
 			return nil
 		})
@@ -131,13 +138,22 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err := unknownLetterProvider("dlq replay", sys, *provider, read); err != nil {
 			return err
 		}
+	} else {
+		for _, seq := range seqs {
+			// A letter not found is reported in the loop below.
+			if m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err == nil {
+				stored[seq] = storedSeqOf(m.Header.Get)
+			}
+		}
 	}
+	refeedOrder(seqs, stored)
 	var dry *consumer.DryRun
 	if *dryRun {
 		// Each letter judged after those the re-feed would apply before it.
 		dry = proc.NewDryRun()
 	}
-	var count [3]int // by refeedResult
+	var count [3]int            // by refeedResult
+	decided := map[string]int{} // resolved letters by decision
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, "SEQ\tKEY\tRESULT\tREASON")
 	tried := 0
@@ -148,8 +164,11 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 			// an error (review V, as review 9 found for replay).
 			break
 		}
-		line, res := dlqReplayOne(ctx, sys, proc, rec, audit, seq, dry)
+		line, res, decision := dlqReplayOne(ctx, sys, proc, rec, audit, seq, dry)
 		count[res]++
+		if res == resolved {
+			decided[decision]++
+		}
 		tried++
 		fmt.Fprintln(tw, line)
 	}
@@ -173,9 +192,12 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if n := count[failedAgain]; n > 0 {
 			again = fmt.Sprintf(", %d would be dead-lettered again", n)
 		}
-		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s%s\n", len(seqs), again, notFed)
+		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s%s%s\n", len(seqs), decisionsOf(decided), again, notFed)
 	} else {
-		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved, %d failed again%s\n", count[resolved]+count[failedAgain], count[resolved], count[failedAgain], notFed)
+		// Resolved is not applied: a stale letter is resolved by being
+		// dropped, and a run that dropped them must not read as a clean
+		// re-feed (a 3 a.m. audit, stop 38).
+		fmt.Fprintf(stdout, "re-fed %d letters: %d resolved%s, %d failed again%s\n", count[resolved]+count[failedAgain], count[resolved], decisionsOf(decided), count[failedAgain], notFed)
 	}
 	if count[failedAgain]+count[notRefed] > 0 {
 		return silentError{1}
@@ -255,24 +277,24 @@ func letterEvent(m jetstream.StoredMsg) consumer.Event {
 
 // dlqReplayOne re-feeds one letter and says what became of it.
 // dry is not nil in a dry run.
-func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dry *consumer.DryRun) (string, refeedResult) {
+func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dry *consumer.DryRun) (line string, res refeedResult, decision string) {
 	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNotFound) {
-			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), notRefed
+			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), notRefed, ""
 		}
-		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), notRefed
+		return fmt.Sprintf("%d\t-\terror\t%v", seq, err), notRefed, ""
 	}
 	ev := letterEvent(m)
 	if _, ok := sys.cfg.Providers[ev.Provider]; !ok {
 		// Re-fed, it was dead-lettered again for want of a rule: a new
 		// letter for the same event, the old one removed.
-		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ (renamed? add %s back beside the new name to re-feed it; see the README's \"Renaming or removing a provider\")", seq, ev.Key, ev.Provider, ev.Provider), notRefed
+		return fmt.Sprintf("%d\t%s\tnot re-fed\tprovider %s is not in this config: letter left in DLQ (renamed? add %s back beside the new name to re-feed it; see the README's \"Renaming or removing a provider\")", seq, ev.Key, ev.Provider, ev.Provider), notRefed, ""
 	}
 	if dry != nil {
 		j, err := dry.Judge(ctx, ev, 0)
 		if err != nil {
-			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), notRefed
+			return fmt.Sprintf("%d\t%s\terror\t%v", seq, ev.Key, err), notRefed, ""
 		}
 		d, res := j.Decision, resolved
 		switch d {
@@ -281,7 +303,7 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		case consumer.DeadLettered:
 			res = failedAgain // counted, and exit 1, as the re-feed would (review A)
 		}
-		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), res
+		return fmt.Sprintf("%d\t%s\t%s\t%s", seq, ev.Key, d, j.Reason), res, d
 	}
 	rec.seq = 0
 	out := proc.ProcessOnce(ctx, ev, 1)
@@ -294,29 +316,73 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	switch out.Decision {
 	case consumer.Retry:
 		// Not decided (KV or NATS trouble): the letter stays as it is.
-		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed
+		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed, ""
 	case consumer.DeadLettered:
 		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)
 		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
 			// Removed meanwhile (a replay that re-fed the same event).
-			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (the old letter was already removed)", seq, rec.seq, ev.Key, out.Reason), failedAgain
+			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (the old letter was already removed)", seq, rec.seq, ev.Key, out.Reason), failedAgain, ""
 		} else if err != nil {
-			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), failedAgain
+			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (old letter not removed: %v)", seq, rec.seq, ev.Key, out.Reason, err), failedAgain, ""
 		}
 		rec1(event.DecisionDlqRemoved, fmt.Sprintf("re-appended as %d", rec.seq))
-		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), failedAgain
+		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), failedAgain, ""
 	}
 	rec1(event.DecisionDlqRefed, out.Decision)
 	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
 		// Removed meanwhile: a `replay` that applied the same event
 		// removes its letters (review BH: said "jetstream unavailable").
-		return fmt.Sprintf("%d\t%s\t%s (its letter was already removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved
+		return fmt.Sprintf("%d\t%s\t%s (its letter was already removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved, out.Decision
 	} else if err != nil {
 		// Decided, but the letter stays: exit 1 so a script looks.
-		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), notRefed
+		return fmt.Sprintf("%d\t%s\t%s\tbut the letter was not removed: %v", seq, ev.Key, out.Decision, err), notRefed, ""
 	}
 	rec1(event.DecisionDlqRemoved, out.Decision)
-	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved
+	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved, out.Decision
+}
+
+// storedSeqOf is a letter's event's WEBHOOKS sequence, read by header
+// (its headers' Get), 0 when the letter does not say.
+func storedSeqOf(header func(string) string) uint64 {
+	n, _ := strconv.ParseUint(header(event.HeaderStoredSeq), 10, 64)
+	return n
+}
+
+// refeedOrder sorts letters (DLQ sequences) into the order their events
+// were stored, letters that do not say last, each group in DLQ order. DLQ
+// order is not a subject's: a letter re-fed and failed again is appended
+// anew, and retries' jitter dead-letters a subject's events out of turn,
+// so re-fed in DLQ order an older event came after a newer one of its
+// subject and was dropped as stale without ever being applied (a 3 a.m.
+// audit, stop 38). Stored order is the order the live consumer would
+// have applied them in.
+func refeedOrder(seqs []uint64, stored map[uint64]uint64) {
+	key := func(seq uint64) uint64 {
+		if n := stored[seq]; n > 0 {
+			return n
+		}
+		return math.MaxUint64
+	}
+	slices.SortStableFunc(seqs, func(a, b uint64) int {
+		if c := cmp.Compare(key(a), key(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+}
+
+// decisionsOf is " (3 applied, 1 stale)" for resolved letters by
+// decision, "" for none.
+func decisionsOf(decided map[string]int) string {
+	if len(decided) == 0 {
+		return ""
+	}
+	names := slices.Sorted(maps.Keys(decided))
+	parts := make([]string, len(names))
+	for i, d := range names {
+		parts[i] = fmt.Sprintf("%d %s", decided[d], d)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // letterRange selects the letters of one provider, or all.
