@@ -23,7 +23,8 @@ const streamFullShare = 90
 // person: an instance not ready, no serve running or none applying, a
 // stream, bucket or the durable consumer missing, an unapplied event past
 // half of WEBHOOKS's max_age, events lost at that max_age in the last
-// lostShownFor, dead letters, a stream that refuses writes
+// lostShownFor, dead letters, events delivered again and not yet settled
+// (failing effects), a stream that refuses writes
 // near its max_bytes. Empty when none; AUDIT ages out its oldest records
 // when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
@@ -52,6 +53,12 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	}
 	if len(st.Consumers) > 0 && !st.Consumers[0].Exists {
 		problems = append(problems, "consumer "+st.Consumers[0].Stream+"/"+st.Consumers[0].Name+" missing: nothing applies events")
+	} else if c := st.Consumers; len(c) > 0 && c[0].NumRedelivered > 0 {
+		// A forward receiver refusing every event read "PROBLEMS none" for
+		// the half hour of retries before the first dead letter (a 3 a.m.
+		// audit, stop 38).
+		problems = append(problems, fmt.Sprintf("%d events delivered again and not yet settled (an effect failed and waits for its retry, or the redelivery after a restart): the serve log's warnings say why; hookgate_consumer_events_total{decision=\"retry\"} counts the retries",
+			c[0].NumRedelivered))
 	}
 	if p := agingOut(st); p != "" {
 		problems = append(problems, p)

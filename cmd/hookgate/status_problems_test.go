@@ -57,6 +57,11 @@ func TestStatusProblems(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("problems\n%q\nwant\n%q", got, want)
 	}
+	retrying := healthy()
+	retrying.Consumers[0].NumRedelivered = 7 // a receiver refusing: events wait for their retry
+	if got := statusProblems(retrying, ready); len(got) != 1 || !strings.HasPrefix(got[0], "7 events delivered again and not yet settled") {
+		t.Errorf("events waiting for a retry: problems %q, want the line naming them", got)
+	}
 	if got := statusProblems(healthy(), instancesView{None: "no serve runs (status opened data_dir itself)"}); !slices.Equal(got, []string{"no serve answered: no serve runs (status opened data_dir itself)"}) {
 		t.Errorf("no serve: problems %q", got)
 	}
