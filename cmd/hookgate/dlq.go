@@ -21,7 +21,7 @@ import (
 	"github.com/hookgate/hookgate/jetstream"
 )
 
-const dlqUsage = "want 'hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--provider P] [--reason TEXT] [--dry-run]'"
+const dlqUsage = "want 'hookgate dlq list|show SEQ|replay (SEQ... | --all)|remove (SEQ... | --all) --config FILE [--provider P] [--reason TEXT] [--dry-run]'"
 
 func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -67,9 +67,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if len(seqs) != 1 {
 			return usagef("dlq show: want exactly one SEQ")
 		}
-	case "replay":
+	case "replay", "remove":
 		if (len(seqs) == 0) == !*all {
-			return usagef("dlq replay: give SEQ... or --all, not both or neither")
+			return usagef("dlq %s: give SEQ... or --all, not both or neither", sub)
 		}
 	default:
 		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
@@ -77,7 +77,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	if (*provider != "" || *reason != "") && !(sub == "list" || *all) {
 		// Silently ignored, they would re-feed letters the operator
 		// meant to leave alone.
-		return usagef("dlq %s: --provider and --reason select letters for 'dlq list' and 'dlq replay --all' only", sub)
+		return usagef("dlq %s: --provider and --reason select letters for 'dlq list' and 'dlq replay|remove --all' only", sub)
 	}
 	cfg, err := loadConfig(*cfgPath, getenv)
 	if err != nil {
@@ -97,6 +97,13 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		return dlqList(ctx, sys, *provider, *reason, stdout)
 	case "show":
 		return dlqShow(ctx, sys, seqs[0], stdout)
+	case "remove":
+		if *all {
+			if seqs, _, err = selectLetters(ctx, sys, "dlq remove", *provider, *reason); err != nil {
+				return err
+			}
+		}
+		return dlqRemove(ctx, sys, logger, seqs, *dryRun, stdout)
 	}
 
 	if !*dryRun {
@@ -123,19 +130,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	// order the events were stored.
 	stored := map[uint64]uint64{}
 	if *all {
-		read := 0
-		err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, letterRange(*provider), func(m jetstream.StoredMsg, _ uint64) error {
-			read++
-			if *reason == "" || strings.Contains(m.Header.Get(event.HeaderDlqReason), *reason) {
-				seqs = append(seqs, m.Seq)
-				stored[m.Seq] = storedSeqOf(m.Header.Get)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("dlq replay: %w", err)
-		}
-		if err := unknownLetterProvider("dlq replay", sys, *provider, read); err != nil {
+		if seqs, stored, err = selectLetters(ctx, sys, "dlq replay", *provider, *reason); err != nil {
 			return err
 		}
 	} else {
@@ -214,7 +209,7 @@ func subcommandFirst(args []string) []string {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case a == "list" || a == "show" || a == "replay":
+		case a == "list" || a == "show" || a == "replay" || a == "remove":
 			if i == 0 {
 				return args
 			}
@@ -339,6 +334,30 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	}
 	rec1(event.DecisionDlqRemoved, out.Decision)
 	return fmt.Sprintf("%d\t%s\t%s (removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved, out.Decision
+}
+
+// selectLetters reads DLQ for the letters of provider (all when empty)
+// whose reason contains reason, with each one's event's WEBHOOKS
+// sequence.
+func selectLetters(ctx context.Context, sys *system, cmd, provider, reason string) ([]uint64, map[uint64]uint64, error) {
+	var seqs []uint64
+	stored := map[uint64]uint64{}
+	read := 0
+	err := jetstream.Read(ctx, sys.conn, jetstream.StreamDLQ, letterRange(provider), func(m jetstream.StoredMsg, _ uint64) error {
+		read++
+		if reason == "" || strings.Contains(m.Header.Get(event.HeaderDlqReason), reason) {
+			seqs = append(seqs, m.Seq)
+			stored[m.Seq] = storedSeqOf(m.Header.Get)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	if err := unknownLetterProvider(cmd, sys, provider, read); err != nil {
+		return nil, nil, err
+	}
+	return seqs, stored, nil
 }
 
 // storedSeqOf is a letter's event's WEBHOOKS sequence, read by header

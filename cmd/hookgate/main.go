@@ -67,8 +67,9 @@ Usage:
   hookgate replay --config FILE [--since T] [--until T] [--from-seq N] [--to-seq N]
                   [--provider P] [--subject S] [--dry-run] [--redeliver] [--force]
                                           re-feed stored events through the consumer rules
-  hookgate dlq list|show SEQ|replay (SEQ... | --all) --config FILE [--provider P] [--reason TEXT] [--dry-run]
-                                          dead letters: inspect and re-feed
+  hookgate dlq list|show SEQ|replay (SEQ... | --all)|remove (SEQ... | --all) --config FILE
+               [--provider P] [--reason TEXT] [--dry-run]
+                                          dead letters: inspect, re-feed, or remove unfed
   hookgate trace KEY --config FILE [--json]
                                           everything known about one event
   hookgate status --config FILE [--json]  running serves, streams, consumer lag, DLQ depth, dedup store size
