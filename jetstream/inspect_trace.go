@@ -105,6 +105,10 @@ type TraceReport struct {
 	// Watermark is nil when the key was never stored.
 	Watermark *WatermarkState
 	Scans     []Scanned // WEBHOOKS, AUDIT, GRANTS, DLQ
+	// Consumer is where DurableApply stands in WEBHOOKS (nil: no such
+	// consumer, or it did not answer): whether the stored event was
+	// delivered, and whether everything up to it is settled.
+	Consumer *ConsumerStatus
 }
 
 // Found reports whether anything at all is known about the key.
@@ -264,6 +268,13 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	}
 	if err := r.readWatermark(ctx, c); err != nil {
 		return TraceReport{}, err
+	}
+	if len(r.Stored) > 0 {
+		// Best effort: the trace stands without it.
+		if cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply); err == nil {
+			cs := consumerStatus(cons.CachedInfo())
+			r.Consumer = &cs
+		}
 	}
 	return r, nil
 }

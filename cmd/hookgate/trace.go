@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/event"
 	"github.com/hookgate/hookgate/jetstream"
 )
 
@@ -136,6 +137,9 @@ type traceDoc struct {
 	Applied   appliedDoc    `json:"applied"`
 	Watermark *watermarkDoc `json:"watermark"`
 	Scanned   []scannedDoc  `json:"scanned"`
+	// Consumer: where the consumer stands with an event nothing settled
+	// yet (trace's "consumer" line); absent otherwise.
+	Consumer string `json:"consumer,omitempty"`
 }
 
 type storedDoc struct {
@@ -206,7 +210,8 @@ func newTraceDoc(r jetstream.TraceReport) traceDoc {
 	d := traceDoc{
 		Key: r.Key, Provider: r.Provider, Account: r.Account, Found: r.Found(),
 		Stored: []storedDoc{}, Audit: []auditDoc{}, Grants: []grantDoc{}, DLQ: []letterDoc{}, Scanned: []scannedDoc{},
-		Applied: appliedDoc{In: r.Applied.In, BucketExists: r.Applied.BucketExists, Remembered: r.Applied.Remembered, Since: timePtr(r.Applied.Since)},
+		Applied:  appliedDoc{In: r.Applied.In, BucketExists: r.Applied.BucketExists, Remembered: r.Applied.Remembered, Since: timePtr(r.Applied.Since)},
+		Consumer: consumerLine(r),
 	}
 	for _, s := range r.Stored {
 		d.Stored = append(d.Stored, storedDoc{Seq: s.Seq, Subject: s.Subject, Time: s.Time, ReceivedAt: timePtr(s.ReceivedAt),
@@ -369,6 +374,9 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 			fmt.Fprintf(tw, "watermark\t%s\n", s)
 		}
 	}
+	if line := consumerLine(r); line != "" {
+		fmt.Fprintf(tw, "consumer\t%s\n", line)
+	}
 	for i, s := range r.Scans {
 		label := ""
 		if i == 0 {
@@ -384,4 +392,35 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// consumerLine says where the consumer stands with the key's newest
+// stored event when nothing settled it yet (not applied, stale or
+// dead-lettered): not delivered yet (and how many stored events come
+// before it), or delivered and not settled: its effects run, or it
+// waits for a retry. "" when settled or unknown. trace said only "no
+// event applied yet" of an event waiting for its retry (a 3 a.m. audit,
+// stop 38).
+func consumerLine(r jetstream.TraceReport) string {
+	if r.Consumer == nil || len(r.Stored) == 0 {
+		return ""
+	}
+	seq := r.Stored[len(r.Stored)-1].Seq
+	if len(r.Grants) > 0 || len(r.Letters) > 0 {
+		return ""
+	}
+	for _, a := range r.Audit {
+		if a.Seq == seq && (a.Decision == event.DecisionApplied || a.Decision == event.DecisionStale || a.Decision == event.DecisionDeadLettered) {
+			return ""
+		}
+	}
+	c := r.Consumer
+	switch {
+	case seq <= c.AckFloor.StreamSeq:
+		return fmt.Sprintf("%s settled WEBHOOKS seq %d (its ack floor is at seq %d); no decision of it is in AUDIT yet", c.Name, seq, c.AckFloor.StreamSeq)
+	case seq <= c.Delivered.StreamSeq:
+		return fmt.Sprintf("%s delivered WEBHOOKS seq %d and has not settled it: its effects run, or it waits for a retry after a failed one (the serve log's warnings name its key; status lists events delivered again)", c.Name, seq)
+	default:
+		return fmt.Sprintf("%s has not delivered WEBHOOKS seq %d yet: it has delivered up to seq %d (%d stored events wait before it at most)", c.Name, seq, c.Delivered.StreamSeq, seq-c.Delivered.StreamSeq-1)
+	}
 }
