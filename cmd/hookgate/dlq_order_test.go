@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,14 +40,7 @@ func TestDLQReplayAllFollowsStoredOrder(t *testing.T) {
 		}
 	}))
 	defer recv.Close()
-	path := filepath.Join(t.TempDir(), "hookgate.yaml")
-	provider := strings.Replace(review6Provider, `    occurred_at: "json:/at"`, `    occurred_at: "json:/at"
-    effects: { forward: { url: "`+recv.URL+`" } }`, 1)
-	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\ndedup: { horizon: 1h, window: 1s }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
-		t.TempDir(), freeAddr(t), provider)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := forwardConfig(t, recv.URL, "dedup: { horizon: 1h, window: 1s }")
 	s := review7Start(t, path, true)
 	for i, at := range []string{"10:00", "11:00", "12:00"} {
 		if code := review6Post(t, s.base, fmt.Sprintf(`{"id":"e%d","grant_id":"G-1","at":"2026-11-30T%s:00Z"}`, i+1, at)); code != 200 {

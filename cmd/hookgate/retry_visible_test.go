@@ -1,11 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,14 +16,7 @@ import (
 func TestRetryingEventIsVisible(t *testing.T) {
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
 	defer down.Close()
-	path := filepath.Join(t.TempDir(), "hookgate.yaml")
-	provider := strings.Replace(review6Provider, `    occurred_at: "json:/at"`, `    occurred_at: "json:/at"
-    effects: { forward: { url: "`+down.URL+`" } }`, 1)
-	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nconsumer: { max_deliver: 1000, backoff: [200ms] }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
-		t.TempDir(), freeAddr(t), provider)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := forwardConfig(t, down.URL, "consumer: { max_deliver: 1000, backoff: [200ms] }")
 	s := review7Start(t, path, true)
 	if code := review6Post(t, s.base, `{"id":"r1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
 		t.Fatalf("post: %d", code)

@@ -22,14 +22,7 @@ import (
 func TestReviewBHReplayKeepsOneLetterPerEvent(t *testing.T) {
 	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
 	defer refuse.Close()
-	path := filepath.Join(t.TempDir(), "hookgate.yaml")
-	provider := strings.Replace(review6Provider, `    occurred_at: "json:/at"`, `    occurred_at: "json:/at"
-    effects: { forward: { url: "`+refuse.URL+`" } }`, 1)
-	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\ndedup: { horizon: 1h, window: 1s }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
-		t.TempDir(), freeAddr(t), provider)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := forwardConfig(t, refuse.URL, "dedup: { horizon: 1h, window: 1s }")
 	s := review7Start(t, path, true)
 	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
 		t.Fatalf("post: %d", code)
@@ -80,4 +73,20 @@ func TestReviewBHReplayKeepsOneLetterPerEvent(t *testing.T) {
 			t.Fatal("no replay wrote a new letter within 20 s (DLQ's duplicate window is 1 s)")
 		}
 	}
+}
+
+// forwardConfig writes a config whose provider p (review6Provider)
+// forwards to url, with top (YAML lines) beside it, an embedded server
+// listening on a free port with token tok; it returns the file's path.
+func forwardConfig(t *testing.T, url, top string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hookgate.yaml")
+	provider := strings.Replace(review6Provider, `    occurred_at: "json:/at"`, `    occurred_at: "json:/at"
+    effects: { forward: { url: "`+url+`" } }`, 1)
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\n%s\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
+		top, t.TempDir(), freeAddr(t), provider)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
