@@ -198,12 +198,6 @@ func plainEncoding(h http.Header) error {
 	return nil
 }
 
-// KeyLookup is a Publisher that tells a stored key without a write (the
-// key index).
-type KeyLookup interface {
-	Known(key string) bool
-}
-
 // knownKey reports whether the publisher knows key as stored; false when
 // it cannot tell without a write.
 func (s *server) knownKey(key string) bool {

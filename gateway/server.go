@@ -23,6 +23,13 @@ type Publisher interface {
 	Publish(ctx context.Context, m jetstream.Message) (jetstream.PublishResult, error)
 }
 
+// KeyLookup is a Publisher that tells a stored key without a write (the
+// key index): the rate limit lets such a redelivery through. Known must
+// be safe for concurrent use; false says only that it cannot tell.
+type KeyLookup interface {
+	Known(key string) bool
+}
+
 // Auditor appends a decision to AUDIT without delaying the caller.
 type Auditor interface {
 	Record(r event.AuditRecord)
