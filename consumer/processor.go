@@ -386,8 +386,10 @@ func (p *Processor) pausedEffect(m *Message, rule Rule, peek bool) (Outcome, boo
 		}
 		d := min(until.Sub(now), limit)
 		if fresh {
-			p.log.Warn("forward receiver asked to be left alone (Retry-After): the provider's events wait, untried, until then",
-				slog.String("provider", m.Event.Provider), slog.Time("until", now.Add(d).UTC()))
+			// The cap said too: a Retry-After of 30 s logged as "until
+			// now+2s" read as a misparse (a 3 a.m. audit, stop 38).
+			p.log.Warn("forward receiver asked to be left alone (Retry-After): the provider's events wait, untried, until then (a pause lasts at most the longest consumer.backoff step)",
+				slog.String("provider", m.Event.Provider), slog.Time("until", now.Add(d).UTC()), slog.Duration("at_most", limit))
 		}
 		if peek {
 			return Outcome{}, true
