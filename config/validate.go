@@ -146,11 +146,15 @@ func (c *Config) checkHTTP(k *checker) {
 			k.errorf("http.timeouts."+t.key, "must be > 0")
 		}
 	}
-	if w, r := h.Timeouts.Write, h.Timeouts.Read; w > 0 && r > 0 && w < r {
+	switch w, r := h.Timeouts.Write, h.Timeouts.Read; {
+	case w > 0 && w < MinWriteTimeout:
 		// The write timeout runs from the end of the headers and bounds the
-		// publish too (the gateway answers a second before it).
+		// publish and the answer: below a second no time is left to publish
+		// (every webhook got 408; a review, stop 38).
+		k.errorf("http.timeouts.write", "%s is too short: the gateway publishes and answers within it; want at least %s", formatDuration(w), formatDuration(MinWriteTimeout))
+	case w > 0 && r > 0 && w < r:
 		k.warnf("http.timeouts.write", "%s is shorter than http.timeouts.read (%s): a body arriving more than %s after its headers gets 408, though read allows it more; keep write >= read",
-			formatDuration(w), formatDuration(r), formatDuration(max(w-time.Second, 0)))
+			formatDuration(w), formatDuration(r), formatDuration(LatestBody(w)))
 	}
 	switch {
 	case h.ShutdownDelay < 0:
@@ -180,6 +184,25 @@ func checkKeyPair(k *checker, prefix, cert, key string) {
 			k.errorf(prefix+".cert", "with %s.key: %v", prefix, err)
 		}
 	}
+}
+
+// The gateway's publish ends PublishMargin(write) before
+// http.timeouts.write (which runs from the end of a request's headers),
+// so its answer is written in time, and starts only with MinPublishTime
+// or more left; hence MinWriteTimeout.
+const (
+	MinPublishTime  = 250 * time.Millisecond
+	MinWriteTimeout = time.Second
+)
+
+// PublishMargin is how long before http.timeouts.write w the gateway's
+// publish ends: a second, or half of w when that is 2 s or less.
+func PublishMargin(w time.Duration) time.Duration { return min(time.Second, w/2) }
+
+// LatestBody is how long after its headers a body may finish arriving
+// and still be stored under http.timeouts.write w.
+func LatestBody(w time.Duration) time.Duration {
+	return max(w-PublishMargin(w)-MinPublishTime, 0)
 }
 
 // maxShutdownDelay bounds http.shutdown_delay: a process supervisor kills

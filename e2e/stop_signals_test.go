@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,4 +59,54 @@ providers:
 			}
 		})
 	}
+}
+
+// A serve started with SIGHUP ignored (nohup) keeps ignoring it: asking
+// for SIGHUP undoes the ignore, and such a serve stopped when its login
+// session ended (a review, stop 38).
+func TestNohupServeIgnoresSIGHUP(t *testing.T) {
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup here")
+	}
+	e := newEnv(t, "")
+	in, addr := spawnCmd(t, exec.Command(nohup, binary, "serve", "--config", e.cfgPath))
+	select {
+	case a := <-addr:
+		in.baseURL = a
+	case <-in.done:
+		t.Fatalf("serve under nohup exited before listening:\n%s", in.stderr)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve under nohup not listening after 60 s:\n%s", in.stderr)
+	}
+	// The kernel's word that the running serve ignores SIGHUP (so the
+	// signal below cannot stop it, however late it would act on it): bit
+	// 0 of SigIgn in /proc/PID/status.
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", in.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	var ign uint64
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+			ign, _ = strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	if ign&1 == 0 {
+		t.Fatalf("serve under nohup does not ignore SIGHUP (SigIgn %016x): a hangup would stop it", ign)
+	}
+	_ = in.cmd.Process.Signal(syscall.SIGHUP)
+	for range 3 {
+		resp, err := client.Get(in.baseURL + "/healthz")
+		if err != nil {
+			t.Fatalf("after SIGHUP under nohup: %v\n%s", err, in.stderr)
+		}
+		resp.Body.Close()
+	}
+	select {
+	case <-in.done:
+		t.Fatalf("serve under nohup stopped on SIGHUP:\n%s", in.stderr)
+	default:
+	}
+	in.stop(t) // SIGTERM still stops it cleanly
 }

@@ -33,16 +33,15 @@ func (s *server) handleReadyz() http.Handler {
 }
 
 // handleNotFound answers 404; webhooks says whether this listener takes
-// webhooks (not http.admin_listen's).
+// webhooks.
 func (s *server) handleNotFound(webhooks bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !webhooks {
-			// A webhook posted to the admin listener was told to use the
-			// very path it had used (an edge audit, stop 38).
-			if strings.HasPrefix(r.URL.Path, webhookPrefix) && s.metrics != nil {
-				s.metrics.unknownProvider.Inc()
-			}
-			writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint on http.admin_listen (/healthz, /readyz, /metrics); webhooks go to POST /webhooks/{provider} on http.listen"})
+			// A listener without the webhook route: http.admin_listen, or
+			// http.listen of a serve with roles.gateway off. A webhook
+			// posted here was told to use the very path it had used (an
+			// edge audit, stop 38).
+			writeJSON(w, http.StatusNotFound, answer{Error: "no such endpoint: this listener serves /healthz, /readyz and /metrics only (http.admin_listen, or a serve with roles.gateway off); webhooks go to POST /webhooks/{provider} on a gateway's http.listen"})
 			return
 		}
 		if r.URL.Path == "/webhooks" || strings.HasPrefix(r.URL.Path, webhookPrefix) {

@@ -93,7 +93,7 @@ func (s *server) handleWebhook() http.Handler {
 		// timeout; a slow store is a 503 the sender retries).
 		pubStart := time.Now()
 		deadline := s.publishDeadline(entered, pubStart)
-		if deadline.Sub(pubStart) < minPublishTime {
+		if deadline.Sub(pubStart) < config.MinPublishTime {
 			// The body took the answer's time (http.timeouts.write runs
 			// from the end of the headers): a publish now would fail
 			// without a try and read as a store outage (a 503, an ERROR
@@ -205,19 +205,16 @@ func (s *server) knownKey(key string) bool {
 	return ok && l.Known(key)
 }
 
-// minPublishTime is the least time left before the write timeout for
-// which a publish is started (the store answers within milliseconds when
-// well).
-const minPublishTime = 250 * time.Millisecond
-
 // publishDeadline bounds a publish started at pubStart for a request
-// whose handler was entered at entered: publishLimit, and no later than a
-// second before the write timeout (half of it when it is 2 s or less), so
-// the answer is written before the connection's write deadline.
+// whose handler was entered at entered: publishLimit, and no later than
+// config.PublishMargin before the write timeout, so the answer is written
+// before the connection's write deadline. A publish is started only with
+// config.MinPublishTime or more left (the store answers within
+// milliseconds when well).
 func (s *server) publishDeadline(entered, pubStart time.Time) time.Time {
 	d := pubStart.Add(s.publishLimit)
 	if s.writeTimeout > 0 {
-		d = minTime(d, entered.Add(s.writeTimeout-min(time.Second, s.writeTimeout/2)))
+		d = minTime(d, entered.Add(s.writeTimeout-config.PublishMargin(s.writeTimeout)))
 	}
 	return d
 }
@@ -345,8 +342,9 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 	}
 	s.unstored.do(p.name, s.deps.Now(), logLine)
 	// The publish ended before the write deadline (publishDeadline), but
-	// a 503 the sender never reads is retried as a timeout, later: a few
-	// seconds more for this answer, as for a 408.
+	// a deadline can be overshot (a GC pause, a busy host), and a 503 the
+	// sender never reads is retried as a timeout, later: a few seconds
+	// more for this answer, as for a 408. A safeguard no test forces.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
 	msg := "event store unavailable; retry later"
 	retry := "5"

@@ -161,15 +161,16 @@ providers:
 	}
 }
 
-// The admin listener takes no webhooks; a webhook posted there is told
-// where they go, not the very path it used (an edge audit, stop 38).
+// A listener without the webhook route (http.admin_listen, or a serve
+// with the gateway role off) tells a webhook posted there where they go,
+// not the very path it used (an edge audit, stop 38).
 func TestAdminListenerSendsWebhooksToTheMainOne(t *testing.T) {
 	h := gateway.NewAdminHandler(slog.New(slog.DiscardHandler), gateway.Deps{Ready: func(context.Context) error { return nil }})
 	for _, path := range []string{"/webhooks/p", "/other"} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader("{}")))
-		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "webhooks go to POST /webhooks/{provider} on http.listen") {
-			t.Errorf("POST %s on the admin listener: %d %s; want 404 naming http.listen", path, rec.Code, rec.Body.String())
+		if rec.Code != http.StatusNotFound || !strings.Contains(rec.Body.String(), "webhooks go to POST /webhooks/{provider} on a gateway's http.listen") {
+			t.Errorf("POST %s on the admin listener: %d %s; want 404 pointing to a gateway's http.listen", path, rec.Code, rec.Body.String())
 		}
 	}
 	rec := httptest.NewRecorder()

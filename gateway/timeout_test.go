@@ -130,8 +130,9 @@ func TestBodyTooLateToStoreIs408(t *testing.T) {
 	}
 }
 
-// With a write timeout of a second (publishes then get a second of their
-// own, past it), a store that does not answer is still a 503 the sender
+// With the least write timeout (1 s: the publish then ends half of it
+// before the deadline; before stop 38 it got a second of its own, past
+// the deadline), a store that does not answer is still a 503 the sender
 // reads, not a closed connection.
 func TestShortWriteTimeoutStillAnswers503(t *testing.T) {
 	resp, err := slowSend(t, "{ read_header: 2s, read: 10s, write: 1s, idle: 10s }", untilDeadline{}, 0)

@@ -35,10 +35,10 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
-	provider := fs.String("provider", "", "list, replay --all: only this provider's letters")
-	reason := fs.String("reason", "", "list, replay --all: only letters whose reason contains this")
-	all := fs.Bool("all", false, "replay: every letter")
-	dryRun := fs.Bool("dry-run", false, "replay: print decisions, change nothing")
+	provider := fs.String("provider", "", "list, replay --all, remove --all: only this provider's letters")
+	reason := fs.String("reason", "", "list, replay --all, remove --all: only letters whose reason contains this")
+	all := fs.Bool("all", false, "replay, remove: every letter (with --provider, --reason: every such letter)")
+	dryRun := fs.Bool("dry-run", false, "replay, remove: print what would be done, change nothing")
 	// Flags may come before or after the sequence numbers.
 	var seqs []uint64
 	rest := args[1:]

@@ -17,8 +17,14 @@ func main() {
 	// SIGHUP stops cleanly too: its default action ended the process at
 	// once, an unclean stop with the store's recovery after it, for an
 	// operator who sent it hoping for a reload (the config is read at
-	// start only; README, Configuration).
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	// start only; README, Configuration). Unless it is ignored (nohup):
+	// asking for it would undo that, and a serve started with nohup
+	// would stop when its session ends (a review, stop 38).
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	// The first signal starts a clean stop; a second one ends the process
 	// at once (the signal's default action), as an operator pressing
 	// Ctrl-C again expects of a stop that waits out http.shutdown_delay.

@@ -65,7 +65,7 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	}
 	h, err := sch.Sign(body, pc.Signature.Secrets[0], *id, when)
 	if err != nil {
-		return fmt.Errorf("sign: %w", err)
+		return err // "<scheme> sign: ...": saying "sign:" twice otherwise
 	}
 	names := make([]string, 0, len(h))
 	for name := range h {

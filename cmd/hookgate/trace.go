@@ -419,7 +419,7 @@ func consumerLine(r jetstream.TraceReport) string {
 	case seq <= c.AckFloor.StreamSeq:
 		return fmt.Sprintf("%s settled WEBHOOKS seq %d (its ack floor is at seq %d); no decision of it is in AUDIT yet", c.Name, seq, c.AckFloor.StreamSeq)
 	case seq <= c.Delivered.StreamSeq:
-		return fmt.Sprintf("%s delivered WEBHOOKS seq %d and has not settled it: its effects run, or it waits for a retry after a failed one (the serve log's warnings name its key; status lists events delivered again)", c.Name, seq)
+		return fmt.Sprintf("%s delivered WEBHOOKS seq %d and has not settled it: its effects run, it waits for a retry after a failed one (the serve log's warnings name its key; status lists events delivered again), or the serve that took it stopped (it is delivered again after the ack wait)", c.Name, seq)
 	default:
 		return fmt.Sprintf("%s has not delivered WEBHOOKS seq %d yet: it has delivered up to seq %d (%d stored events wait before it at most)", c.Name, seq, c.Delivered.StreamSeq, seq-c.Delivered.StreamSeq-1)
 	}
