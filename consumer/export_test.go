@@ -8,3 +8,6 @@ var CrashSteps = []string{stepBeforeEffects, stepAfterEffects, stepAfterWatermar
 
 // Parks counts the events p asked Run to keep at their subject's head.
 func Parks(p *Processor) int64 { return p.parks.Load() }
+
+// RetryLinesPerSecond is how many "event will be retried" lines a provider logs a second.
+const RetryLinesPerSecond = retryLinesPerSecond

@@ -35,6 +35,11 @@ type Outcome struct {
 	// stream, ErrStoreFull): not tried again in place, where it would hold
 	// a worker from every other event (review L).
 	lasting bool
+	// untried: a Retry that waits without trying the effects (a forward
+	// receiver's Retry-After pause): not counted as a retry in the
+	// metrics, as it is not an attempt (a metrics audit, stop 38: a
+	// retry-rate panel counted each waiting event).
+	untried bool
 }
 
 // Options tune a Processor.
@@ -119,6 +124,8 @@ type Processor struct {
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool
+	// retryLines bounds the "event will be retried" lines per provider.
+	retryLines *lineLimit
 }
 
 // Steps where a crash can be injected (tests).
@@ -171,7 +178,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 		m.zero(name, DeadLettered)
 		m.zero(name, Retry) // a receiver failing: retries rise first (review AO)
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16)}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16), retryLines: newLineLimit(retryLinesPerSecond)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The
@@ -233,7 +240,7 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 	case out.transient:
 		p.waitAtHead(m, "")
 	}
-	if !(out.Decision == Retry && m.kept() && m.waits > 1) {
+	if !(out.Decision == Retry && (out.untried || m.kept() && m.waits > 1)) {
 		// Not a run that found a kept event still waiting (Message.waits).
 		p.metrics.observe(m.Event.Provider, out.Decision, p.opts.Now().Sub(start))
 	}
@@ -395,7 +402,7 @@ func (p *Processor) pausedEffect(m *Message, rule Rule, peek bool) (Outcome, boo
 			return Outcome{}, true
 		}
 		p.waitAtHeadFor(m, "", d)
-		return Outcome{Decision: Retry, Reason: "forward receiver paused (Retry-After) until " + now.Add(d).UTC().Format(time.RFC3339)}, true
+		return Outcome{Decision: Retry, Reason: "forward receiver paused (Retry-After) until " + now.Add(d).UTC().Format(time.RFC3339), untried: true}, true
 	}
 	return Outcome{}, false
 }

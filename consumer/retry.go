@@ -48,8 +48,11 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 	// honoured up to the longest wait the operator configured, never
 	// shortening the backoff's own (jittered) wait.
 	d = max(d, min(retryAfter(err), slices.Max(p.opts.Backoff)))
-	p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
-		slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()))
+	if ok, held := p.retryLines.allow(m.Event.Provider, p.opts.Now()); ok {
+		p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
+			slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()),
+			slog.Int("suppressed", held))
+	}
 	p.nak(m, d)
 	return Outcome{Decision: Retry, Reason: err.Error()}
 }
@@ -102,11 +105,13 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 	// Logged before the ack, so whoever sees the ack sees the line too.
 	// A dead letter needs an operator; the other decisions are routine and
 	// in AUDIT, so they are debug (see config.Log).
-	level := slog.LevelDebug
+	level, msg := slog.LevelDebug, "event"
 	if out.Decision == DeadLettered {
-		level = slog.LevelWarn
+		// Says what happened and what to do without reading the fields
+		// (a metrics and logs audit, stop 38: the message was "event").
+		level, msg = slog.LevelWarn, "event dead-lettered: 'hookgate dlq list' shows it, 'hookgate dlq replay' re-feeds it once the cause is fixed"
 	}
-	p.log.LogAttrs(ctx, level, "event", slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
+	p.log.LogAttrs(ctx, level, msg, slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
 		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
 		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
 	p.handBacks.done(m.Event.Seq)

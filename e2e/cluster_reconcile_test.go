@@ -399,7 +399,7 @@ func reconcile(t testing.TB, j js.JetStream, l *load, o reconcileOptions) reconc
 			if line.Level == "WARN" || line.Level == "ERROR" {
 				r.warnings[line.Level+" "+line.Msg]++
 			}
-			if line.Msg == "event" {
+			if line.Msg == "event" || strings.HasPrefix(line.Msg, "event dead-lettered") {
 				r.decisionsLogged++
 				if line.Decision == "stale" {
 					staleRecorded[line.Key] = true

@@ -61,7 +61,7 @@ func TestClusterConsumerCrashLoop(t *testing.T) {
 	firstKill := time.Time{}
 	for time.Now().Before(loopEnd) {
 		time.Sleep(time.Duration(1500+rng.IntN(2500)) * time.Millisecond)
-		decided := strings.Count(cons.stderr.String(), `"msg":"event"`)
+		decided := strings.Count(cons.stderr.String(), `"msg":"event"`) + strings.Count(cons.stderr.String(), `"msg":"event dead-lettered`)
 		forwarded := recv.count()
 		if firstKill.IsZero() {
 			firstKill = time.Now()

@@ -116,6 +116,14 @@ func (s *server) handleWebhook() http.Handler {
 		took := time.Since(pubStart).Seconds()
 		if err != nil {
 			s.metrics.publishSeconds.WithLabelValues(name, "failed").Observe(took)
+			if errors.Is(err, jetstream.ErrTooLarge) {
+				// The store refuses this event for good (a cluster whose
+				// limit is below the body's): a rejection the sender must
+				// not retry, not an outage (it was counted and logged as
+				// "unavailable", at error; a metrics audit, stop 38).
+				s.rejectAs(w, p, k.Account, k.Key, fmt.Errorf("%w: event too large for the event store", errTooLarge))
+				return
+			}
 			s.unavailable(w, p, k.Key, k.Account, err)
 			return
 		}
@@ -351,8 +359,6 @@ func (s *server) unavailable(w http.ResponseWriter, p *provider, key, account st
 	switch {
 	case errors.Is(err, jetstream.ErrStreamFull):
 		msg, retry = "event store full; retry later", "60"
-	case status == http.StatusRequestEntityTooLarge:
-		msg = "event too large for the event store"
 	}
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retry)

@@ -80,4 +80,13 @@ func TestForwardReceiverRetryAfterPausesTheProvider(t *testing.T) {
 	if strings.Contains(s.stderr.String(), `"decision":"dead-lettered"`) {
 		t.Errorf("an event was dead-lettered:\n%s", tail(s.stderr.String(), 3000))
 	}
+	// One retry: e-1's. The events that waited out the pause untried are
+	// no retries (each counted one before stop 38, a metrics audit).
+	retry := `hookgate_consumer_events_total{decision="retry",provider="p"} `
+	body := aoWaitMetrics(t, s.base, "the retry count", func(b string) bool { return strings.Contains(b, retry) })
+	for line := range strings.Lines(body) {
+		if strings.HasPrefix(line, retry) && strings.TrimSpace(strings.TrimPrefix(line, retry)) != "1" {
+			t.Errorf("metrics say %s; want 1 (only e-1 was tried again)", strings.TrimSpace(line))
+		}
+	}
 }
