@@ -48,7 +48,13 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 	// honoured up to the longest wait the operator configured, never
 	// shortening the backoff's own (jittered) wait.
 	d = max(d, min(retryAfter(err), slices.Max(p.opts.Backoff)))
-	if ok, held := p.retryLines.allow(m.Event.Provider, p.opts.Now()); ok {
+	if m.stopping() {
+		// Cut short by the stop: the delay is not waited out here, the
+		// event comes back at the next start (it read as a retry "in
+		// 1.1s" just before "hookgate stopped"; a logs audit, stop 38).
+		p.log.Debug("event handed back at the stop; it is delivered again at the next start", slog.String("provider", m.Event.Provider),
+			slog.String("key", m.Event.Key), slog.String("error", err.Error()))
+	} else if ok, held := p.retryLines.allow(m.Event.Provider, p.opts.Now()); ok {
 		p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 			slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()),
 			slog.Int("suppressed", held))
