@@ -221,7 +221,7 @@ func (c *Config) checkNATS(k *checker) {
 			// The URL may hold a user and password: never quote it.
 			if !validNATSURL(u) {
 				k.errorf("nats.url", "entry %d is not a URL like nats://host:4222 (schemes nats, tls, ws, wss)", i+1)
-			} else if !validURLPort(u) {
+			} else if pu, _ := url.Parse(u); !PortOK(pu.Port()) {
 				// serve retried "invalid port" for ever, never naming the key.
 				k.errorf("nats.url", "entry %d: port is not a number from 1 to 65535", i+1)
 			}
@@ -306,20 +306,6 @@ func sameListen(a, b string) bool {
 	}
 	everyAddr := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 	return ah == bh || everyAddr(ah) || everyAddr(bh)
-}
-
-// validURLPort reports whether a parsed-valid URL's port, when it has one,
-// is a number from 1 to 65535.
-func validURLPort(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil {
-		return false
-	}
-	if p := u.Port(); p != "" {
-		n, err := strconv.Atoi(p)
-		return err == nil && n >= 1 && n <= 65535
-	}
-	return true
 }
 
 func validNATSURL(s string) bool {
@@ -636,7 +622,7 @@ func checkForward(k *checker, key string, f Forward) {
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "":
 			k.errorf(key+".url", "want an absolute http:// or https:// URL")
-		case !ForwardPortOK(u.Port()):
+		case !PortOK(u.Port()):
 			// A typo here (:80800) would fail every event as a
 			// connection error, retried for half an hour each.
 			k.errorf(key+".url", "port is not a number from 1 to 65535")
@@ -698,9 +684,9 @@ func checkForward(k *checker, key string, f Forward) {
 // every forwarded request's webhook-signature header.
 const MaxForwardSecrets = 16
 
-// ForwardPortOK reports whether a forward URL's port (u.Port(): "" when
-// the URL gives none, for the scheme's own) can be dialled.
-func ForwardPortOK(port string) bool {
+// PortOK reports whether a URL's port (u.Port(): "" when the URL gives
+// none, for the scheme's own) can be dialled: forward.url's, nats.url's.
+func PortOK(port string) bool {
 	if port == "" {
 		return true
 	}

@@ -152,7 +152,7 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.Opaque != "" {
 		return nil, errors.New("forward url: want an absolute http:// or https:// URL")
 	}
-	if !config.ForwardPortOK(u.Port()) {
+	if !config.PortOK(u.Port()) {
 		return nil, errors.New("forward url: port is not a number from 1 to 65535")
 	}
 	if o.Timeout <= 0 {

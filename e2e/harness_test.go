@@ -84,6 +84,14 @@ func (s *syncBuffer) String() string {
 func start(t testing.TB, cfgPath string, env ...string) *instance {
 	t.Helper()
 	in, addr := spawnServe(t, cfgPath, env...)
+	in.awaitListening(t, addr)
+	return in
+}
+
+// awaitListening waits up to 60 s for the listening line spawnCmd's addr
+// channel gives, and sets baseURL from it.
+func (in *instance) awaitListening(t testing.TB, addr <-chan string) {
+	t.Helper()
 	select {
 	case a := <-addr:
 		in.baseURL = a
@@ -92,7 +100,6 @@ func start(t testing.TB, cfgPath string, env ...string) *instance {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("hookgate not listening after 60s:\n%s", in.stderr)
 	}
-	return in
 }
 
 // spawnServe runs `hookgate serve --config cfgPath` and returns at once,

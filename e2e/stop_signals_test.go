@@ -71,14 +71,7 @@ func TestNohupServeIgnoresSIGHUP(t *testing.T) {
 	}
 	e := newEnv(t, "")
 	in, addr := spawnCmd(t, exec.Command(nohup, binary, "serve", "--config", e.cfgPath))
-	select {
-	case a := <-addr:
-		in.baseURL = a
-	case <-in.done:
-		t.Fatalf("serve under nohup exited before listening:\n%s", in.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve under nohup not listening after 60 s:\n%s", in.stderr)
-	}
+	in.awaitListening(t, addr)
 	// The kernel's word that the running serve ignores SIGHUP (so the
 	// signal below cannot stop it, however late it would act on it): bit
 	// 0 of SigIgn in /proc/PID/status.

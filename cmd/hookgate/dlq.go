@@ -258,9 +258,8 @@ func (r *letterRecorder) DeadLetter(ctx context.Context, ev consumer.Event, reas
 // letterEvent rebuilds the event a letter holds, without the letter's own
 // headers.
 func letterEvent(m jetstream.StoredMsg) consumer.Event {
-	stored, _ := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64)
 	h := m.Header
-	ev := jetstream.EventFromMsg(h, m.Body, stored)
+	ev := jetstream.EventFromMsg(h, m.Body, storedSeqOf(h.Get))
 	hdr := ev.Header.Clone()
 	hdr.Del(event.HeaderDlqReason)
 	hdr.Del(event.HeaderDlqDeliveries)

@@ -402,13 +402,10 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 // event applied yet" of an event waiting for its retry (a 3 a.m. audit,
 // stop 38).
 func consumerLine(r jetstream.TraceReport) string {
-	if r.Consumer == nil || len(r.Stored) == 0 {
+	if r.Consumer == nil || len(r.Stored) == 0 || len(r.Grants) > 0 || len(r.Letters) > 0 {
 		return ""
 	}
 	seq := r.Stored[len(r.Stored)-1].Seq
-	if len(r.Grants) > 0 || len(r.Letters) > 0 {
-		return ""
-	}
 	for _, a := range r.Audit {
 		if a.Seq == seq && (a.Decision == event.DecisionApplied || a.Decision == event.DecisionStale || a.Decision == event.DecisionDeadLettered) {
 			return ""
