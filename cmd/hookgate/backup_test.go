@@ -19,6 +19,7 @@ import (
 	"github.com/hookgate/hookgate/jetstream"
 	"github.com/hookgate/hookgate/jetstream/jstest"
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // backupConfig: serve with its consumer on an embedded server in dataDir
@@ -97,10 +98,15 @@ func readKeys(t *testing.T, c *jetstream.Conn, stream string) ([]string, error) 
 func waitApplied(t *testing.T, c *jetstream.Conn, s *review7Serve) {
 	t.Helper()
 	for end := time.Now().Add(60 * time.Second); ; {
+		// Caught up means acknowledged up to WEBHOOKS' last message: a
+		// consumer info read alone can show nothing pending for a message
+		// stored a moment before (a CI run read GRANTS too early).
 		ci, err := c.JS.Consumer(t.Context(), jetstream.StreamWebhooks, jetstream.DurableApply)
 		if err == nil {
-			info, err := ci.Info(t.Context())
-			if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			var info *js.ConsumerInfo
+			info, err = ci.Info(t.Context())
+			st, serr := c.JS.Stream(t.Context(), jetstream.StreamWebhooks)
+			if err == nil && serr == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream >= st.CachedInfo().State.LastSeq {
 				return
 			}
 		}
