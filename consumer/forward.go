@@ -78,6 +78,7 @@ type Forward struct {
 	url     string // as configured, used for requests
 	printed string // scheme://host, used in errors: paths may hold tokens (Slack-style hook URLs)
 	redact  []string
+	secrets []string // forwardSecrets: cut out of a refusal's excerpt
 	timeout time.Duration
 	keys    [][]byte // HMAC keys; none: unsigned
 	client  *http.Client
@@ -175,6 +176,11 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
+	raw := make([]string, 0, len(o.Secrets))
+	for _, sec := range o.Secrets {
+		raw = append(raw, sec.Reveal())
+	}
+	f.secrets = forwardSecrets(u, raw)
 	for i, sec := range o.Secrets {
 		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), forwardSecretPrefix))
 		if err != nil || len(key) == 0 {
@@ -225,6 +231,13 @@ type ForwardError struct {
 	// Err is what failed when no response arrived (a dial error,
 	// context.DeadlineExceeded, context.Canceled); nil otherwise.
 	Err error
+	// Response is an excerpt of the receiver's answer to a non-2xx
+	// (responseExcerpt: one line, credentials of the URL and secret cut
+	// out, at most a few hundred bytes); "" when it said nothing
+	// readable. It is not part of Error(): the reason goes to logs and
+	// AUDIT, and a receiver's answer may echo the event's payload, which
+	// AUDIT (undeletable) must not keep. The dead letter carries it.
+	Response string
 
 	detail string
 }
@@ -285,14 +298,20 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 		return Permanent(&ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code) + " (the receiver switched protocols instead of answering the POST)"})
 	}
 	// Read a little of the body so the connection goes back to the pool;
-	// the read ends with reqCtx (net/http cuts a body read at it).
-	_, _ = io.CopyN(io.Discard, resp.Body, forwardDrainMax)
+	// the read ends with reqCtx (net/http cuts a body read at it). A
+	// refusal's first bytes are kept: why the receiver refused is what an
+	// operator reading the dead letter needs first.
+	var said []byte
+	if code < 200 || code > 299 {
+		said, _ = io.ReadAll(io.LimitReader(resp.Body, forwardResponseRead))
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, forwardDrainMax-int64(len(said)))
 	resp.Body.Close()
 
 	if code >= 200 && code <= 299 {
 		return nil
 	}
-	fe := &ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code)}
+	fe := &ForwardError{URL: f.printed, Status: code, detail: forwardStatusText(code), Response: responseExcerpt(said, f.secrets)}
 	switch {
 	case code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || (code >= 500 && code <= 599):
 		fe.Retryable = true

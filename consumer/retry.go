@@ -22,6 +22,19 @@ func (p *Processor) failed(ctx context.Context, m *Message, err error) Outcome {
 			// The AUDIT record's status, "HTTP status where there is
 			// one": the receiver's answer (review AB: only in the reason).
 			status = fe.Status
+			// Why it refused goes on the letter only (see
+			// ForwardError.Response); a copy, so the delivery's own
+			// headers stay as stored.
+			h := m.Event.Header.Clone()
+			if h == nil {
+				h = make(map[string][]string, 1)
+			}
+			if fe.Response != "" {
+				h.Set(event.HeaderDlqResponse, fe.Response)
+			} else {
+				h.Del(event.HeaderDlqResponse)
+			}
+			m.Event.Header = h
 		}
 		return p.deadLetter(ctx, m, err.Error(), status)
 	}

@@ -24,6 +24,10 @@ type target struct {
 	mu      sync.Mutex
 	ok      []string // Idempotency-Key of each request answered 2xx
 	failed  int
+	// letterHeaders are Hookgate-Dlq-* headers a 2xx request carried
+	// other than Previous-Seq (README: a re-fed event's forward sends it):
+	// a letter's own, which a re-fed event must not forward.
+	letterHeaders []string
 }
 
 func newTarget(t testing.TB) *target {
@@ -37,6 +41,11 @@ func newTarget(t testing.TB) *target {
 			return
 		}
 		tg.ok = append(tg.ok, r.Header.Get("Idempotency-Key"))
+		for name := range r.Header {
+			if strings.HasPrefix(name, "Hookgate-Dlq-") && name != "Hookgate-Dlq-Previous-Seq" {
+				tg.letterHeaders = append(tg.letterHeaders, name)
+			}
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(tg.srv.Close)
@@ -145,8 +154,12 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 		t.Fatalf("forward attempts before dead-lettering = %d, want max_deliver = 2", n)
 	}
 	show, _, code := cli(t, "dlq", "show", "1", "--config", e.cfgPath)
-	if code != 0 || !strings.Contains(show, "Hookgate-Dlq-Reason:") || !strings.Contains(show, `"grant_id":"G-42"`) {
-		t.Fatalf("dlq show (exit %d):\n%s", code, show)
+	if code != 0 || !strings.Contains(show, "Hookgate-Dlq-Reason:") || !strings.Contains(show, `"grant_id":"G-42"`) ||
+		!strings.Contains(show, "Hookgate-Dlq-Response: down for maintenance\n") {
+		t.Fatalf("dlq show (exit %d), want the reason, the receiver's answer and the body:\n%s", code, show)
+	}
+	if tr, _, _ := cli(t, "trace", "grants:default:evt:msg_dlq", "--config", e.cfgPath); !strings.Contains(tr, `the receiver said "down for maintenance"`) {
+		t.Fatalf("trace does not quote the receiver's answer:\n%s", tr)
 	}
 
 	// Still down: the letter fails again, is re-appended, old -> new.
@@ -193,6 +206,12 @@ func TestOperatorDeadLetterRefeedAndReplay(t *testing.T) {
 	}
 	if got := tg.delivered(); len(got) != 1 || got[0] != "grants:default:evt:msg_dlq" {
 		t.Fatalf("deliveries after re-feed = %v, want exactly one with the event's key", got)
+	}
+	tg.mu.Lock()
+	leaked := tg.letterHeaders
+	tg.mu.Unlock()
+	if leaked != nil {
+		t.Fatalf("the re-fed event was forwarded with the letter's own headers %v", leaked)
 	}
 	list, _, _ = cli(t, "dlq", "list", "--config", e.cfgPath)
 	if !strings.Contains(list, "0 letters") {

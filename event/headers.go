@@ -20,6 +20,11 @@ const (
 	HeaderDlqReason      = "Hookgate-Dlq-Reason"
 	HeaderDlqDeliveries  = "Hookgate-Dlq-Deliveries"
 	HeaderDlqPreviousSeq = "Hookgate-Dlq-Previous-Seq"
+	// HeaderDlqResponse is an excerpt of a forward receiver's refusal
+	// (one line, credentials cut out), on a letter whose last failure was
+	// an answer other than 2xx. Kept off AUDIT and logs: it may echo the
+	// payload.
+	HeaderDlqResponse = "Hookgate-Dlq-Response"
 	// HeaderStoredSeq is the event's WEBHOOKS sequence, on DLQ letters.
 	HeaderStoredSeq = "Hookgate-Stored-Seq"
 	HeaderPrefix    = "Hookgate-"

@@ -63,6 +63,7 @@ type Letter struct {
 	Subject     string
 	Time        time.Time
 	Reason      string
+	Response    string // the forward receiver's refusal, excerpted ("" if none)
 	Deliveries  int
 	StoredSeq   uint64 // WEBHOOKS sequence of the event (0 if absent)
 	PreviousSeq uint64 // the DLQ letter this one replaced (0 if none)
@@ -238,7 +239,8 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 			if m.Header.Get(event.HeaderKey) != q.Key {
 				return
 			}
-			l := Letter{Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC(), Reason: m.Header.Get(event.HeaderDlqReason)}
+			l := Letter{Seq: m.Seq, Subject: m.Subject, Time: m.Time.UTC(), Reason: m.Header.Get(event.HeaderDlqReason),
+				Response: m.Header.Get(event.HeaderDlqResponse)}
 			l.Deliveries, _ = strconv.Atoi(m.Header.Get(event.HeaderDlqDeliveries))
 			l.StoredSeq, _ = strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64)
 			l.PreviousSeq, _ = strconv.ParseUint(m.Header.Get(event.HeaderDlqPreviousSeq), 10, 64)

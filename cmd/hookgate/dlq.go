@@ -263,6 +263,7 @@ func letterEvent(m jetstream.StoredMsg) consumer.Event {
 	hdr := ev.Header.Clone()
 	hdr.Del(event.HeaderDlqReason)
 	hdr.Del(event.HeaderDlqDeliveries)
+	hdr.Del(event.HeaderDlqResponse)
 	hdr.Del(event.HeaderStoredSeq)
 	hdr.Set(event.HeaderDlqPreviousSeq, strconv.FormatUint(m.Seq, 10))
 	ev.Header = hdr

@@ -175,6 +175,7 @@ type letterDoc struct {
 	Subject     string    `json:"subject"`
 	Time        time.Time `json:"time"`
 	Reason      string    `json:"reason"`
+	Response    string    `json:"response,omitempty"`
 	Deliveries  int       `json:"deliveries"`
 	StoredSeq   uint64    `json:"stored_seq"`
 	PreviousSeq uint64    `json:"previous_seq"`
@@ -225,7 +226,7 @@ func newTraceDoc(r jetstream.TraceReport) traceDoc {
 		d.Grants = append(d.Grants, grantDoc{Seq: g.Seq, Subject: g.Subject, Time: g.Time})
 	}
 	for _, l := range r.Letters {
-		d.DLQ = append(d.DLQ, letterDoc{Seq: l.Seq, Subject: l.Subject, Time: l.Time, Reason: l.Reason,
+		d.DLQ = append(d.DLQ, letterDoc{Seq: l.Seq, Subject: l.Subject, Time: l.Time, Reason: l.Reason, Response: l.Response,
 			Deliveries: l.Deliveries, StoredSeq: l.StoredSeq, PreviousSeq: l.PreviousSeq})
 	}
 	if w := r.Watermark; w != nil {
@@ -291,6 +292,9 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	}
 	for _, l := range r.Letters {
 		detail := fmt.Sprintf("%s; %d deliveries", l.Reason, l.Deliveries)
+		if l.Response != "" {
+			detail += fmt.Sprintf(", the receiver said %q", l.Response)
+		}
 		if l.StoredSeq != 0 {
 			detail += fmt.Sprintf(", WEBHOOKS seq %d", l.StoredSeq)
 		}

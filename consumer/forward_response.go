@@ -1,0 +1,116 @@
+package consumer
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+const (
+	// forwardResponseRead is how much of a refusal's body is looked at
+	// for its excerpt.
+	forwardResponseRead = 2 << 10
+	// forwardResponseMax bounds the excerpt kept in a dead letter.
+	forwardResponseMax = 300
+	// forwardSecretMin is the shortest URL part taken for a credential:
+	// shorter query values and path segments ("1", "v2", "api") are
+	// words a receiver's answer uses for other things.
+	forwardSecretMin = 6
+)
+
+// forwardSecrets lists what of the configured URL and secrets may be a
+// credential, in the forms a receiver's answer may echo them: the user
+// info, every query value, the query as a whole, path segments that look
+// like tokens, the
+// fragment, each raw and decoded; the signing secrets as configured and
+// without their whsec_ prefix. Longest first, so a part inside another is
+// not cut out of it first.
+func forwardSecrets(u *url.URL, raw []string) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) >= forwardSecretMin {
+			out = append(out, s)
+		}
+		if d, err := url.QueryUnescape(s); err == nil && d != s && len(d) >= forwardSecretMin {
+			out = append(out, d)
+		}
+	}
+	if u.User != nil {
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	add(u.RawQuery)
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			add(v)
+			add(url.QueryEscape(v))
+		}
+	}
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		// A path's words ("services", "webhooks") are not tokens; its
+		// tokens (Slack's T0A1B2C3D, a 24-letter secret) have a digit
+		// or are long.
+		if len(seg) >= 16 || strings.ContainsAny(seg, "0123456789") {
+			add(seg)
+		}
+	}
+	add(u.EscapedFragment())
+	for _, s := range raw {
+		add(s)
+		add(strings.TrimPrefix(s, forwardSecretPrefix))
+	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return slices.Compact(out)
+}
+
+// responseExcerpt is what an operator reading a dead letter needs of the
+// receiver's refusal: its text, white space folded to single spaces,
+// control and format characters (bidi overrides) dropped, every credential
+// of the URL or secret replaced by REDACTED, at most forwardResponseMax
+// bytes and "..." when cut. "" for an empty or binary body (invalid UTF-8 or a NUL: a binary
+// answer says nothing readable).
+func responseExcerpt(body []byte, secrets []string) string {
+	if len(body) == 0 {
+		return ""
+	}
+	// A cut inside a rune at the read's end is not the body's fault.
+	for i := 0; i < utf8.UTFMax && len(body) > 0 && !utf8.Valid(body); i++ {
+		body = body[:len(body)-1]
+	}
+	if !utf8.Valid(body) {
+		return ""
+	}
+	s := string(body)
+	// Redact before folding: folding could join a credential's halves
+	// across a line break, or split it.
+	for _, sec := range secrets {
+		s = strings.ReplaceAll(s, sec, "REDACTED")
+	}
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case r == 0:
+			return ""
+		case unicode.IsSpace(r):
+			space = b.Len() > 0
+			continue
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError:
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			space = false
+		}
+		if b.Len()+utf8.RuneLen(r) > forwardResponseMax {
+			b.WriteString("...")
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
