@@ -52,5 +52,16 @@ var ErrPermanent = errors.New("permanent failure")
 // every few seconds.
 var ErrStoreFull = errors.New("store full")
 
+// ErrStoreUnavailable marks a write or read of the consumer's own store
+// (GRANTS) that failed for no fault of the event: no connection, no
+// answer in time, the store stopped writing after a write error (a full
+// disk), a cluster without a leader. The event is tried again in place,
+// holding its subject and not counted as an attempt, as for a lease
+// write: counted, it released its subject to newer events, which took it
+// over as soon as the store came back (or, after a restart, ahead of it)
+// and left it stale, never applied (a resource audit, stop 39: a full
+// disk dropped events that had been stored in order).
+var ErrStoreUnavailable = errors.New("store unavailable")
+
 // Permanent wraps err so the consumer dead-letters the event at once.
 func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }

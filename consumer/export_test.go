@@ -11,3 +11,7 @@ func Parks(p *Processor) int64 { return p.parks.Load() }
 
 // RetryLinesPerSecond is how many "event will be retried" lines a provider logs a second.
 const RetryLinesPerSecond = retryLinesPerSecond
+
+// Transient reports an Outcome that Run tries again in place, holding
+// the event's subject, without counting an attempt.
+func Transient(o Outcome) bool { return o.transient }

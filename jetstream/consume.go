@@ -46,7 +46,8 @@ const grantPublishLimit = 20 * time.Second
 // PublishGrant implements consumer.Grants: body and Hookgate-* headers,
 // Nats-Msg-Id = key; a duplicate is success.
 func (e *Effects) PublishGrant(ctx context.Context, subject, key string, header http.Header, body []byte) (uint64, error) {
-	return e.publishGrant(ctx, subject, key, grantHeader(header), body)
+	seq, err := e.publishGrant(ctx, subject, key, grantHeader(header), body)
+	return seq, storeTrouble(err)
 }
 
 // grantHeader is what a GRANTS message carries of an event's headers: the
@@ -948,15 +949,21 @@ func (d delivery) InProgress() error                  { return d.nc.Publish(d.m.
 // being retried gets its consumer.max_deliver attempts anew: refusing
 // while any redelivery was outstanding left the fix out of most
 // handovers, a CI run lost 2 of 1324 events to it). So it does nothing
-// when more than maxAgain events lie between the ack floor and the last
-// delivery, or the first of them was stored before storedSince
-// (ErrTooFarBehind: an event settled longer ago than dedup.horizon is no
-// longer remembered as applied, and under ordering none would apply
-// again). It returns
+// when more than maxSettled settled events lie between the ack floor and
+// the last delivery, or the first event above the floor was stored before
+// storedSince (ErrTooFarBehind: an event settled longer ago than
+// dedup.horizon is no longer remembered as applied, and under ordering
+// none would apply again). Outstanding deliveries do not count against
+// maxSettled: they run again whichever way, and left to the ack wait they
+// come back behind newer events. (They did count, and a store outage that
+// parked a full window of never-tried events behind one stuck subject
+// made the reset refuse exactly when it was needed: after the disk was
+// freed, the parked events came back stale; a resource audit, stop 39.)
+// It returns
 // how many deliveries were outstanding and the first stream sequence
 // delivered again (0, 0 when nothing was outstanding or the consumer does
 // not exist yet).
-func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64, storedSince time.Time) (outstanding int, from uint64, err error) {
+func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, storedSince time.Time) (outstanding int, from uint64, err error) {
 	// The callers' ctx has no deadline; a server that never answers (a
 	// consumer leader moving) must not keep the consumer from starting.
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
@@ -972,8 +979,9 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxAgain uint64, storedS
 	if info.NumAckPending == 0 {
 		return 0, 0, nil
 	}
-	if again := info.Delivered.Stream - info.AckFloor.Stream; again > maxAgain {
-		return info.NumAckPending, 0, fmt.Errorf("%w: %d events between the ack floor (%d) and the last delivery, more than %d", ErrTooFarBehind, again, info.AckFloor.Stream, maxAgain)
+	again := info.Delivered.Stream - info.AckFloor.Stream
+	if settled := again - min(again, uint64(info.NumAckPending)); settled > maxSettled {
+		return info.NumAckPending, 0, fmt.Errorf("%w: %d settled events between the ack floor (%d) and the last delivery (%d), more than %d", ErrTooFarBehind, settled, info.AckFloor.Stream, info.Delivered.Stream, maxSettled)
 	}
 	// Every event above the floor was stored after the first one, and
 	// settled after it was stored.

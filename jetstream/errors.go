@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookgate/hookgate/consumer"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
@@ -116,6 +117,27 @@ func classify(op string, err error) error {
 		err = notConnected{err}
 	}
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+// storeTrouble wraps err with consumer.ErrStoreUnavailable when the store
+// failed for no fault of the message (see there): ErrUnavailable without a
+// server answer (no connection, no answer in time, the embedded store
+// stopped writing) or with one that says the cluster cannot take writes
+// now. Another answer the server gave stays as it is: a refusal that is
+// the message's own would otherwise be tried for good.
+func storeTrouble(err error) error {
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, consumer.ErrStoreUnavailable) {
+		return err
+	}
+	var apiErr *js.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case codeClusterNoPeers, codeClusterNotAvailable, codeClusterNotLeader:
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %w", consumer.ErrStoreUnavailable, err)
 }
 
 // storeRefusedSize reports whether a "store failed" error (10077, a full

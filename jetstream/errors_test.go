@@ -1,7 +1,12 @@
 package jetstream
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/hookgate/hookgate/consumer"
 
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -25,5 +30,35 @@ func TestTransientProvisionAnswers(t *testing.T) {
 		if got := transient(classify("provision", c.err)); got != c.want {
 			t.Errorf("transient(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// A GRANTS write or read that failed for no fault of the event is
+// consumer.ErrStoreUnavailable (tried again in place, its subject held);
+// a refusal the server gave for the message itself is not.
+func TestStoreTrouble(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"no answer in time", classify("publish grants.p.G-1.t", nats.ErrTimeout), true},
+		{"not connected", classify("publish grants.p.G-1.t", nats.ErrReconnectBufExceeded), true},
+		{"store stopped writing", fmt.Errorf("%w: %w", ErrUnavailable, ErrStoreWrite), true},
+		{"no leader", classify("publish", &js.APIError{Code: 503, ErrorCode: codeClusterNotAvailable}), true},
+		{"stream full", classify("publish", &js.APIError{Code: 503, ErrorCode: codeStreamStoreFailed, Description: "maximum bytes exceeded"}), false},
+		{"another refusal", classify("publish", &js.APIError{Code: 400, ErrorCode: 10999, Description: "something about the message"}), false},
+		{"stopped", classify("publish", context.Canceled), false},
+		{"nil", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := storeTrouble(c.err)
+			if errors.Is(got, consumer.ErrStoreUnavailable) != c.want {
+				t.Fatalf("storeTrouble(%v) = %v: ErrStoreUnavailable %v, want %v", c.err, got, !c.want, c.want)
+			}
+			if c.err != nil && !errors.Is(got, c.err) {
+				t.Fatalf("storeTrouble(%v) = %v lost the error it wraps", c.err, got)
+			}
+		})
 	}
 }

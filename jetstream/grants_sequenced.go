@@ -27,7 +27,7 @@ func (e *Effects) PublishGrantAfter(ctx context.Context, subject, key string, la
 	if apiCode(err) == codeWrongLastSequence {
 		return 0, fmt.Errorf("publish %s after %d: %w: %w", subject, last, consumer.ErrGrantMoved, err)
 	}
-	return seq, err
+	return seq, storeTrouble(err)
 }
 
 // LastGrant implements consumer.SequencedGrants, reading from the stream
@@ -35,7 +35,7 @@ func (e *Effects) PublishGrantAfter(ctx context.Context, subject, key string, la
 func (e *Effects) LastGrant(ctx context.Context, subject string) (uint64, error) {
 	seq, _, found, err := e.nextMsg(ctx, msgGetRequest{LastFor: subject})
 	if err != nil {
-		return 0, classify("read last of "+subject+" in "+StreamGrants, err)
+		return 0, storeTrouble(classify("read last of "+subject+" in "+StreamGrants, err))
 	}
 	if !found {
 		return 0, nil
@@ -54,11 +54,11 @@ func (e *Effects) ScanGrants(ctx context.Context, subject string, after uint64, 
 	if since.IsZero() && after >= upTo {
 		return nil
 	}
-	return e.walkGrants(ctx, subject, after+1, since, 0, func(m consumer.GrantMsg) bool {
+	return storeTrouble(e.walkGrants(ctx, subject, after+1, since, 0, func(m consumer.GrantMsg) bool {
 		if m.Seq > upTo {
 			return false
 		}
 		fn(m)
 		return true
-	})
+	}))
 }

@@ -322,7 +322,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 
 // redeliverOutstanding makes the deliveries a previous process fetched and
 // did not settle due at once (jetstream.RedeliverOutstanding), unless more
-// than four windows of deliveries (maxAckPending each) would run again, or
+// than four windows (maxAckPending each) of settled deliveries would run
+// again, or
 // events stored more than half the horizon ago (settled ones must still be
 // remembered as applied when they come again). A failure is logged: the
 // deliveries still come back after the ack wait.
