@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookgate/hookgate/event"
@@ -91,6 +92,16 @@ func (p *Processor) nak(m *Message, d time.Duration) {
 	}
 }
 
+// withOp prefixes err with op unless its text starts with it already (a
+// store names the operation itself): "publish S: publish S: ..." read as
+// two failures (a resource audit, stop 39).
+func withOp(op string, err error) error {
+	if strings.HasPrefix(err.Error(), op) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
 // backoff is the delay before the retry after attempt n (1-based), with
 // +-20% jitter so a burst of failures does not come back in lockstep.
 func (p *Processor) backoff(n int) time.Duration {
@@ -114,7 +125,7 @@ func (p *Processor) backoff(n int) time.Duration {
 func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string, status int) Outcome {
 	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
 		m.letter, m.letterStatus = reason, status
-		return p.retry(m, fmt.Errorf("dead-letter: %w", err), false)
+		return p.retry(m, withOp("dead-letter", err), false)
 	}
 	p.recordStatus(m.Event, event.DecisionDeadLettered, reason, status)
 	return p.ack(ctx, m, Outcome{Decision: DeadLettered, Reason: reason})

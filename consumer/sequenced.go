@@ -198,7 +198,7 @@ func (g *grantPublish) Apply(ctx context.Context, ev Event) error {
 			return nil
 		}
 		if !errors.Is(err, ErrGrantMoved) {
-			return fmt.Errorf("publish %s: %w", subj, err)
+			return withOp("publish "+subj, err)
 		}
 		top, err := g.sg.store.LastGrant(ctx, subj)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"time"
 
@@ -104,7 +103,10 @@ func parsePubAck(data []byte) (pubAck, error) {
 		return pubAck{}, js.ErrInvalidJSAck
 	}
 	if resp.Error != nil {
-		return pubAck{}, fmt.Errorf("nats: %w", resp.Error)
+		// Its text starts "nats: API error" already: wrapped in one more
+		// "nats: " every full-store line read "nats: nats: ..." (a
+		// resource audit, stop 39).
+		return pubAck{}, resp.Error
 	}
 	if resp.PubAck == nil || resp.Stream == "" {
 		return pubAck{}, js.ErrInvalidJSAck

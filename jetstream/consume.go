@@ -92,16 +92,23 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	}
 	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: ev.Body}, js.WithMsgID(id))
 	if err != nil {
-		err = classify("dead-letter "+subj, err)
+		err = fullHint(subj, classify("dead-letter "+subj, err))
 		if errors.Is(err, ErrStreamFull) || errors.Is(err, ErrTooLarge) {
 			// DLQ refuses until an operator raises its limit or removes
 			// letters: the event waits without holding a worker.
-			err = fmt.Errorf("%w: %w", consumer.ErrStoreFull, err)
+			err = storeFull{err}
 		}
 		return 0, err
 	}
 	return ack.Sequence, nil
 }
+
+// storeFull is err marked consumer.ErrStoreFull without a word more: its
+// text already says the stream is full, and "store full: " before it put
+// the operation in the middle of the line.
+type storeFull struct{ error }
+
+func (e storeFull) Unwrap() []error { return []error{e.error, consumer.ErrStoreFull} }
 
 // LetterSubject is the DLQ subject of a provider and raw account's
 // letters.

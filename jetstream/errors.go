@@ -119,6 +119,22 @@ func classify(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
+// fullHint adds to a stream's refusal as full what to change: the
+// retention key of the stream subject's first token names (webhooks.*,
+// grants.*, dlq.*, audit.*), read at start only. Other errors and
+// subjects are returned as they are.
+func fullHint(subject string, err error) error {
+	if !errors.Is(err, ErrStreamFull) {
+		return err
+	}
+	tok, _, _ := strings.Cut(subject, ".")
+	switch tok {
+	case "webhooks", "grants", "dlq", "audit":
+		return fmt.Errorf("%w (retention.%s.max_bytes reached: raise it and restart serve, or let retention.%s.max_age free room)", err, tok, tok)
+	}
+	return err
+}
+
 // storeTrouble wraps err with consumer.ErrStoreUnavailable when the store
 // failed for no fault of the message (see there): ErrUnavailable without a
 // server answer (no connection, no answer in time, the embedded store

@@ -163,7 +163,7 @@ func (p *Publisher) publishOnce(ctx context.Context, m Message) (PublishResult, 
 	h[js.MsgIDHeader] = []string{m.Key}
 	ack, err := storeMsg(ctx, p.nc, &nats.Msg{Subject: m.Subject, Header: h, Data: m.Body}, timeout)
 	if err != nil {
-		return PublishResult{}, "", classify("publish "+m.Subject, err)
+		return PublishResult{}, "", fullHint(m.Subject, classify("publish "+m.Subject, err))
 	}
 	return PublishResult{Duplicate: ack.Duplicate, Seq: ack.Seq}, ack.Stream, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,6 +228,12 @@ func TestPublishFullStreamIsStreamFull(t *testing.T) {
 	}
 	if !errors.Is(err, ErrStreamFull) {
 		t.Fatalf("err = %v, want ErrStreamFull", err)
+	}
+	// What an operator reads in the log: the key to raise, nats.go's
+	// prefix once (a resource audit, stop 39: "nats: nats: API error",
+	// no key named).
+	if msg := err.Error(); !strings.Contains(msg, "retention.webhooks.max_bytes") || strings.Count(msg, "nats: ") != 1 {
+		t.Fatalf("err = %q: want it to name retention.webhooks.max_bytes and say nats: once", msg)
 	}
 }
 
