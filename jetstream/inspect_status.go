@@ -346,19 +346,48 @@ func streamStatus(ctx context.Context, c *Conn, name string) (StreamStatus, erro
 	ss.MaxAge, ss.MaxBytes, ss.Duplicates = info.Config.MaxAge, info.Config.MaxBytes, info.Config.Duplicates
 	ss.Metadata = info.Config.Metadata
 	ss.Replicas = info.Config.Replicas
-	if ci := info.Cluster; ci != nil {
-		// A peer the leader has not heard from since it was elected shows
-		// active 0 (a CI run: WEBHOOKS' leader moved off the killed node,
-		// whose replica then never showed): silent once the leader has led
-		// for replicaSilentAfter.
-		led := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) >= replicaSilentAfter
-		for _, r := range ci.Replicas {
-			if r != nil && (r.Offline || !r.Current && (r.Active >= replicaSilentAfter || r.Active == 0 && led)) {
-				ss.ReplicasOffline = append(ss.ReplicasOffline, r.Name)
-			}
+	ss.ReplicasOffline = offlineReplicas(info)
+	return ss, nil
+}
+
+// offlineReplicas names the stream's replicas its leader has not heard
+// from (none for a stream without replicas).
+func offlineReplicas(info *js.StreamInfo) []string {
+	ci := info.Cluster
+	if ci == nil {
+		return nil
+	}
+	// A peer the leader has not heard from since it was elected shows
+	// active 0 (a CI run: WEBHOOKS' leader moved off the killed node,
+	// whose replica then never showed): silent once the leader has led
+	// for replicaSilentAfter.
+	led := ci.LeaderSince != nil && time.Since(*ci.LeaderSince) >= replicaSilentAfter
+	var off []string
+	for _, r := range ci.Replicas {
+		if r != nil && (r.Offline || !r.Current && (r.Active >= replicaSilentAfter || r.Active == 0 && led)) {
+			off = append(off, r.Name)
 		}
 	}
-	return ss, nil
+	return off
+}
+
+// NoQuorum says why a replicated stream cannot take writes now: fewer of
+// its replicas online (its leader counts as one) than a write needs, more
+// than half. nil when it can, or when it has one replica. A leader left
+// alone by a cluster that lost most of its nodes still answers the
+// stream's info, so /readyz said ready while every webhook got 503 (a
+// cluster audit, stop 39).
+func NoQuorum(info *js.StreamInfo) error {
+	n := info.Config.Replicas
+	if n <= 1 {
+		return nil
+	}
+	off := offlineReplicas(info)
+	if online, need := n-len(off), n/2+1; online < need {
+		return fmt.Errorf("%w: stream %s has %d of %d replicas online, fewer than the %d a write needs (offline: %s)",
+			ErrUnavailable, info.Config.Name, online, n, need, strings.Join(off, ", "))
+	}
+	return nil
 }
 
 func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, error) {

@@ -167,13 +167,20 @@ func (s *system) Ready(ctx context.Context) error {
 		names = append(names, "KV_"+jetstream.BucketMarks, "KV_"+jetstream.BucketApplied)
 	}
 	for _, name := range names {
-		if _, err := s.conn.JS.Stream(ctx, name); err != nil {
+		st, err := s.conn.JS.Stream(ctx, name)
+		if err != nil {
 			if cerr := s.conn.Connected(); cerr != nil {
 				// The connection dropped during the check: say so, not
 				// nats.go's "outbound buffer limit exceeded" (a CI run).
 				return cerr
 			}
 			return fmt.Errorf("jetstream %s: %w", name, err)
+		}
+		if name == jetstream.StreamWebhooks && s.cfg.Roles.Gateway {
+			// What this instance takes webhooks into must take writes.
+			if err := jetstream.NoQuorum(st.CachedInfo()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
