@@ -62,3 +62,14 @@ func TestStoreTrouble(t *testing.T) {
 		})
 	}
 }
+
+// The cluster's "no suitable peers" answer is told apart from silence.
+func TestNoPeers(t *testing.T) {
+	noPeers := classify("update stream WEBHOOKS", &js.APIError{Code: 400, ErrorCode: codeClusterNoPeers, Description: "no suitable peers for placement"})
+	if !NoPeers(noPeers) || !NotAnswering(noPeers) {
+		t.Fatalf("NoPeers(%v) = %v, NotAnswering %v: want both (tried again, said as a placement problem)", noPeers, NoPeers(noPeers), NotAnswering(noPeers))
+	}
+	if timeout := classify("update stream WEBHOOKS", nats.ErrTimeout); NoPeers(timeout) {
+		t.Fatalf("NoPeers(%v) = true", timeout)
+	}
+}

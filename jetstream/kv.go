@@ -320,6 +320,12 @@ func NotAnswering(err error) bool {
 	return true
 }
 
+// NoPeers reports the cluster's answer that fewer JetStream servers are
+// online than a stream's replicas need ("no suitable peers for
+// placement"): servers still starting, or nats.replicas above the
+// cluster's size. An answer, not silence: said as such.
+func NoPeers(err error) bool { return apiCode(err) == codeClusterNoPeers }
+
 // transient: no answer (timeout, no responders, disconnected), or a
 // cluster that is still forming or electing (no peers online for the
 // replicas yet, no meta leader), as opposed to an answer that refuses.

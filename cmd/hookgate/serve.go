@@ -630,7 +630,14 @@ func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, loc
 		case ctx.Err() != nil:
 			return nil, err
 		}
-		logger.Warn("event store not answering; trying again", slog.String("error", err.Error()), slog.Duration("in", pause))
+		msg := "event store not answering; trying again"
+		if jetstream.NoPeers(err) {
+			// The cluster answered: it cannot place the streams'
+			// replicas (a cluster audit, stop 39: "not answering" for
+			// a nats.replicas above the cluster's size).
+			msg = fmt.Sprintf("the NATS cluster has fewer JetStream servers online than nats.replicas (%d) needs for each stream; trying again: start the missing servers, or lower nats.replicas to the cluster's size", cfg.NATS.Replicas)
+		}
+		logger.Warn(msg, slog.String("error", err.Error()), slog.Duration("in", pause))
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
