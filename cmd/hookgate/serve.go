@@ -65,7 +65,15 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.Log.SlogLevel(), ReplaceAttr: readableDuration}))
+	// stopped is the last line of a run that stopped, said once every
+	// deferred stop ran (the key index's save, the AUDIT writer's flush,
+	// NATS closed): said before them, their failures came after "hookgate
+	// stopped" (a resource audit, stop 39).
+	var stopped string
 	defer func() {
+		if stopped != "" {
+			logger.Info(stopped)
+		}
 		// The cause in the JSON log too, at error: main prints it as a
 		// plain line on stderr, which an alert on the JSON lines' level
 		// missed whenever nothing was logged at error before it (a data_dir
@@ -414,12 +422,12 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		for _, l := range listeners {
 			carry.sockets[l.ln.addr] = l.ln.TCPListener
 		}
-		logger.Info("hookgate stopped, to start again")
+		stopped = "hookgate stopped, to start again"
 		return err
 	}
 	// Marked to be kept, but another error ended the run: not carried.
 	closeListenerSockets(listeners)
-	logger.Info("hookgate stopped")
+	stopped = "hookgate stopped"
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
