@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -201,8 +202,55 @@ func (p *Processor) seenElsewhere(ctx context.Context, r Rule, ev Event) (string
 		}
 	}
 	seen, err := p.inGrants(ctx, r, ev)
-	if !seen || err != nil {
+	if err != nil {
 		return "", err
 	}
-	return "found in GRANTS: its key is no longer in APPLIED (past the horizon, or applied while the provider's ordering was watermark)", nil
+	if seen {
+		return "found in GRANTS: its key is no longer in APPLIED (past the horizon, or applied while the provider's ordering was watermark)", nil
+	}
+	return p.inMarkGrants(ctx, r, ev)
+}
+
+// inMarkGrants looks for ev where its subject's mark says the subject's
+// events were published: a watermark rule that published per subject
+// kept applied keys there only, and a rule changed since to ordering none
+// with another publish template (or none) renders other GRANTS subjects,
+// so inGrants missed them and replay applied such events a second time
+// (a replay audit, stop 39). The mark's keys at its instant count too.
+func (p *Processor) inMarkGrants(ctx context.Context, r Rule, ev Event) (string, error) {
+	if ev.Subject == "" || p.marks == nil {
+		return "", nil
+	}
+	mark, rev, err := p.marks.Get(ctx, MarkKey(ev))
+	if err != nil || rev == 0 {
+		return "", err
+	}
+	if slices.Contains(mark.Keys, ev.Key) {
+		return "found in WATERMARKS: applied at its subject's mark while the provider's ordering was watermark", nil
+	}
+	idx := p.opts.GrantsIndex
+	own := ""
+	if gm := searchableGrants(r); gm != nil {
+		own = RenderSubject(gm.tmpl, ev) // searched already
+		if idx == nil {
+			idx = gm.idx
+		}
+	}
+	if idx == nil {
+		return "", nil
+	}
+	subjects := slices.Sorted(maps.Keys(mark.Grants))
+	for _, subj := range subjects {
+		if subj == own {
+			continue
+		}
+		found, err := idx.HasGrant(ctx, subj, ev.Key, grantsSince(ev))
+		if err != nil {
+			return "", err
+		}
+		if found {
+			return "found in GRANTS on " + subj + ": applied while the provider published there (its ordering or publish template changed since)", nil
+		}
+	}
+	return "", nil
 }

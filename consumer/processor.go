@@ -68,6 +68,13 @@ type Options struct {
 	// must get them before anything newer, and a plain one is queued for
 	// redelivery at once.
 	PlainStopHandBack bool
+	// GrantsIndex, when set, is searched by the operator's commands for
+	// an event applied under an earlier rule of its provider whose
+	// GRANTS subjects the current rule no longer renders (ordering
+	// changed to none together with the publish template, or publishing
+	// turned off): the subject's mark names them (see seenElsewhere).
+	// nil: only the current rule's GRANTS memory is searched.
+	GrantsIndex GrantsIndex
 	// Horizon is the dedup horizon: how far back a sequenced GRANTS
 	// publish reads a GRANTS subject the mark has no sequence for (see
 	// sequenced.go). 0 = all of it.

@@ -146,6 +146,7 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 	if dlq != nil {
 		letters = dlq(fx)
 	}
+	o.GrantsIndex = fx
 	return consumer.NewProcessor(rules, marks, applied, letters, audit, logger, metrics, o), nil
 }
 
