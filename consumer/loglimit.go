@@ -13,9 +13,10 @@ import (
 // are counted in hookgate_consumer_events_total{decision="retry"}.
 const retryLinesPerSecond = 5
 
-// lineLimit lets at most perSecond lines a second through per key.
-// Safe for concurrent use.
-type lineLimit struct {
+// LineLimit lets at most perSecond lines a second through per key: for a
+// log line that a failure repeats per event (a retry, a lost AUDIT
+// record). Safe for concurrent use.
+type LineLimit struct {
 	perSecond int
 	mu        sync.Mutex
 	by        map[string]*lineWindow
@@ -27,13 +28,14 @@ type lineWindow struct {
 	held   int // lines held back since the last one let through
 }
 
-func newLineLimit(perSecond int) *lineLimit {
-	return &lineLimit{perSecond: perSecond, by: map[string]*lineWindow{}}
+// NewLineLimit returns a LineLimit of perSecond lines a second per key.
+func NewLineLimit(perSecond int) *LineLimit {
+	return &LineLimit{perSecond: perSecond, by: map[string]*lineWindow{}}
 }
 
-// allow reports whether a line for key may be written at now and, when
+// Allow reports whether a line for key may be written at now and, when
 // it may, how many were held back since the last one written.
-func (l *lineLimit) allow(key string, now time.Time) (ok bool, held int) {
+func (l *LineLimit) Allow(key string, now time.Time) (ok bool, held int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := l.by[key]

@@ -7,17 +7,17 @@ import (
 )
 
 func TestLineLimit(t *testing.T) {
-	l := newLineLimit(2)
+	l := NewLineLimit(2)
 	at := time.Unix(1000, 0)
 	var got []string
 	for i := range 5 {
-		ok, held := l.allow("p", at.Add(time.Duration(i)*100*time.Millisecond))
+		ok, held := l.Allow("p", at.Add(time.Duration(i)*100*time.Millisecond))
 		got = append(got, fmt.Sprint(ok, held))
 	}
-	if ok, held := l.allow("other", at); !ok || held != 0 {
+	if ok, held := l.Allow("other", at); !ok || held != 0 {
 		t.Errorf("another key: %v %d, want its own budget", ok, held)
 	}
-	ok, held := l.allow("p", at.Add(time.Second))
+	ok, held := l.Allow("p", at.Add(time.Second))
 	got = append(got, fmt.Sprint(ok, held))
 	if want := "[true 0 true 0 false 0 false 0 false 0 true 3]"; fmt.Sprint(got) != want {
 		t.Errorf("allow: %v, want %s (two a second, the next line carrying the 3 held back)", got, want)

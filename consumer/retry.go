@@ -68,7 +68,7 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 		// 1.1s" just before "hookgate stopped"; a logs audit, stop 38).
 		p.log.Debug("event handed back at the stop; it is delivered again at the next start", slog.String("provider", m.Event.Provider),
 			slog.String("key", m.Event.Key), slog.String("error", err.Error()))
-	} else if ok, held := p.retryLines.allow(m.Event.Provider, p.opts.Now()); ok {
+	} else if ok, held := p.retryLines.Allow(m.Event.Provider, p.opts.Now()); ok {
 		p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
 			slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()),
 			slog.Int("suppressed", held))

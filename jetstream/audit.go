@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookgate/hookgate/consumer"
 	"github.com/hookgate/hookgate/event"
 	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
@@ -37,7 +38,16 @@ type AuditWriter struct {
 	// queued after the flush's last look (one could be, neither written
 	// nor counted; review 9).
 	queueing sync.RWMutex
+	// lines bounds the "audit write failed" lines: a store that stopped
+	// writing loses every record, and each was an error line (44 in a
+	// millisecond in a cluster audit, stop 39). Every loss is counted in
+	// onFail's metric still.
+	lines *consumer.LineLimit
 }
+
+// auditLostLinesPerSecond is how many "audit write failed" lines a
+// second are written; the next one says how many it stands for.
+const auditLostLinesPerSecond = 5
 
 // NewAuditWriter returns a writer with room for buffer pending records.
 // onFail (may be nil) is called once per lost record, e.g. to count it.
@@ -63,7 +73,8 @@ func newAuditWriter(nc *nats.Conn, logger *slog.Logger, buffer int, onFail func(
 	if err != nil {
 		panic(err) // only for invalid options, which these are not
 	}
-	return &AuditWriter{js: jsc, log: logger, ch: make(chan event.AuditRecord, buffer), onFail: onFail, timeout: timeout}
+	return &AuditWriter{js: jsc, log: logger, ch: make(chan event.AuditRecord, buffer), onFail: onFail, timeout: timeout,
+		lines: consumer.NewLineLimit(auditLostLinesPerSecond)}
 }
 
 // auditStopFlush bounds the flush at shutdown, all batches together: with
@@ -92,8 +103,12 @@ func (w *AuditWriter) Failed() uint64 { return w.failed.Load() }
 func (w *AuditWriter) lost(r event.AuditRecord, why string) {
 	w.failed.Add(1)
 	w.onFail()
+	ok, held := w.lines.Allow("", time.Now())
+	if !ok {
+		return
+	}
 	w.log.Error("audit write failed", slog.String("decision", r.Decision), slog.String("provider", r.Provider),
-		slog.String("key", r.Key), slog.String("error", why))
+		slog.String("key", r.Key), slog.String("error", why), slog.Int("suppressed", held))
 }
 
 // Run writes queued records until ctx ends, then flushes what is queued
@@ -211,7 +226,7 @@ func (w *AuditWriter) pack(batch []event.AuditRecord) []*auditMsg {
 	for _, r := range batch {
 		var err error
 		if line, err = r.AppendJSON(line[:0]); err != nil {
-			w.lost(r, err.Error())
+			w.lost(r, notConnectedText(err))
 			continue
 		}
 		g := group{r.Decision, r.Provider}
@@ -246,7 +261,7 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 			msg := &nats.Msg{Subject: m.subject, Data: m.body, Header: nats.Header{nats.MsgIdHdr: []string{m.id}}}
 			f, err := w.js.PublishMsgAsync(msg)
 			if err != nil {
-				lastErr = err.Error()
+				lastErr = notConnectedText(err)
 				continue
 			}
 			futures[i] = f
@@ -261,7 +276,7 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				lastErr = err.Error()
+				lastErr = notConnectedText(err)
 				failed = append(failed, todo[i])
 			case <-timeout.C:
 				lastErr = "no ack within " + w.timeout.String()

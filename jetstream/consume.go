@@ -931,7 +931,7 @@ var _ consumer.ConfirmedNaker = delivery{}
 // processed it.
 func (d delivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
 	_, err := d.nc.RequestWithContext(ctx, d.m.Reply, nakBody(t))
-	return err
+	return asNotConnected(err)
 }
 
 func nakBody(t time.Duration) []byte {
@@ -943,9 +943,15 @@ func nakBody(t time.Duration) []byte {
 
 // Ack does not wait for the server to confirm: a lost ack only means a
 // redelivery, which the applied-key check answers already-applied.
-func (d delivery) Ack(ctx context.Context) error      { return d.nc.Publish(d.m.Reply, ackAck) }
-func (d delivery) NakWithDelay(t time.Duration) error { return d.nc.Publish(d.m.Reply, nakBody(t)) }
-func (d delivery) InProgress() error                  { return d.nc.Publish(d.m.Reply, ackProgress) }
+// Their errors say "not connected" for nats.go's refusal to buffer while
+// reconnecting (asNotConnected).
+func (d delivery) Ack(ctx context.Context) error {
+	return asNotConnected(d.nc.Publish(d.m.Reply, ackAck))
+}
+func (d delivery) NakWithDelay(t time.Duration) error {
+	return asNotConnected(d.nc.Publish(d.m.Reply, nakBody(t)))
+}
+func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Reply, ackProgress)) }
 
 // RedeliverOutstanding makes the durable consumer's outstanding deliveries
 // (delivered, not acknowledged) due again at once: it resets the consumer

@@ -65,6 +65,20 @@ func (e notConnected) Error() string {
 
 func (e notConnected) Unwrap() []error { return []error{ErrNotConnected, e.err} }
 
+// asNotConnected is err as an operator reads it when it is nats.go's
+// refusal to buffer while disconnected ("outbound buffer limit exceeded"
+// read as an overflow, not an outage: ack, nak and AUDIT lines said it
+// during a node's restart; a cluster audit, stop 39); else err.
+func asNotConnected(err error) error {
+	if err != nil && errors.Is(err, nats.ErrReconnectBufExceeded) && !errors.Is(err, ErrNotConnected) {
+		return notConnected{err}
+	}
+	return err
+}
+
+// notConnectedText is asNotConnected(err)'s text.
+func notConnectedText(err error) string { return asNotConnected(err).Error() }
+
 // JetStream error codes this package reacts to (nats-server's
 // jetstream_errors_generated.go).
 const (
@@ -113,10 +127,7 @@ func classify(op string, err error) error {
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if errors.Is(err, nats.ErrReconnectBufExceeded) && !errors.Is(err, ErrNotConnected) {
-		err = notConnected{err}
-	}
-	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, asNotConnected(err))
 }
 
 // fullHint adds to a stream's refusal as full what to change: the

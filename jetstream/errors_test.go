@@ -73,3 +73,14 @@ func TestNoPeers(t *testing.T) {
 		t.Fatalf("NoPeers(%v) = true", timeout)
 	}
 }
+
+// nats.go's refusal to buffer while reconnecting reads as what it is.
+func TestAsNotConnected(t *testing.T) {
+	got := asNotConnected(nats.ErrReconnectBufExceeded)
+	if !errors.Is(got, ErrNotConnected) || !errors.Is(got, nats.ErrReconnectBufExceeded) || got.Error() != ErrNotConnected.Error() {
+		t.Fatalf("asNotConnected(ErrReconnectBufExceeded) = %q: want %q, wrapping both", got, ErrNotConnected)
+	}
+	if other := errors.New("x"); asNotConnected(other) != other || asNotConnected(nil) != nil {
+		t.Fatal("asNotConnected changed an error it has no word for")
+	}
+}
