@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -79,6 +81,19 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 		// missed whenever nothing was logged at error before it (a data_dir
 		// locked, the key index failing to open; review Z).
 		switch {
+		case err != nil && cfg.NATS.URL == "" && ctx.Err() == nil && diskFull(err):
+			// The embedded store could not start for want of room (its
+			// streams' state, a bucket): wait for room and start again,
+			// as a running serve does when its store stops writing.
+			// Before, serve exited: senders met a refused connection and
+			// the line said "jetstream unavailable", nothing of the disk
+			// (a resource audit, stop 39).
+			if waitForRoom(ctx, cfg.NATS.Embedded.DataDir, err, logger) {
+				err = errStoreWritesAgain
+			} else {
+				logger.Info("hookgate stopped while waiting for room in data_dir")
+				err = nil // a clean stop
+			}
 		case err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled):
 			// Stopped while starting (NATS not answering yet): a clean
 			// stop, as its exit 0 says; at error it fired alerts on an
@@ -622,6 +637,37 @@ func settleAll(listeners []listener, deadline time.Time) {
 // early listeners answer meanwhile (/healthz 200, /readyz and webhooks 503
 // with Retry-After). Any other error (credentials refused, max_payload too
 // small, a stream's settings refused) ends serve at once.
+// waitForRoom logs why the store could not start (cause) and waits until
+// dir has room (roomToWrite), saying so again every minute; false when ctx
+// ended first.
+func waitForRoom(ctx context.Context, dir string, cause error, logger *slog.Logger) bool {
+	var saidAt time.Time
+	for {
+		room := roomToWrite(dir)
+		if room == nil {
+			logger.Warn("data_dir has room again: serve starts again, which opens the event store")
+			return true
+		}
+		if saidAt.IsZero() || time.Since(saidAt) >= time.Minute {
+			logger.Warn("event store cannot start: data_dir is full; serve starts again by itself once data_dir has room (free space under it, or mend the disk)",
+				slog.String("error", cause.Error()), slog.String("waiting_for_room", room.Error()))
+			saidAt = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(storeRecoveryCheck):
+		}
+	}
+}
+
+// diskFull reports an error of a store that could not write for want of
+// room.
+func diskFull(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, jetstream.ErrStoreWrite) ||
+		strings.Contains(err.Error(), "no space left on device")
+}
+
 func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, lock *os.File) (*system, error) {
 	if cfg.NATS.URL == "" {
 		return openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, lock)
