@@ -19,6 +19,15 @@ const lostShownFor = 7 * 24 * time.Hour
 // and DLQ: events wait) counts as a problem.
 const streamFullShare = 90
 
+// fullMeans says what a full stream holds up (the DLQ line once went
+// quiet in the log while the events it held waited; a resource audit,
+// stop 39).
+var fullMeans = map[string]string{
+	jetstream.StreamWebhooks: ": once full, webhooks are answered 503",
+	jetstream.StreamGrants:   ": once full, events that publish fail and are dead-lettered after consumer.max_deliver attempts",
+	jetstream.StreamDLQ:      ": once full, events to dead-letter wait unapplied (or remove letters: hookgate dlq remove)",
+}
+
 // statusProblems lists, one short line each, what in a status needs a
 // person: an instance not ready, no serve running or none applying, a
 // stream, bucket or the durable consumer missing, an unapplied event past
@@ -40,7 +49,8 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 				s.Name, strings.Join(s.ReplicasOffline, ", "), s.Replicas-n, s.Replicas))
 		}
 		if pct, ok := s.DiskUse(); ok && pct >= streamFullShare && s.Name != jetstream.StreamAudit {
-			problems = append(problems, fmt.Sprintf("stream %s at %.1f%% of its max_bytes (retention.*.max_bytes)", s.Name, pct))
+			problems = append(problems, fmt.Sprintf("stream %s at %.1f%% of its max_bytes (retention.%s.max_bytes, read at start: raise it and restart serve)%s",
+				s.Name, pct, strings.ToLower(s.Name), fullMeans[s.Name]))
 		}
 	}
 	for _, b := range st.Buckets {

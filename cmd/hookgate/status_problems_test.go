@@ -48,7 +48,7 @@ func TestStatusProblems(t *testing.T) {
 	got := statusProblems(st, notReady)
 	want := []string{
 		"instance host/1/a not ready: not connected to NATS (reconnecting)",
-		"stream WEBHOOKS at 95.0% of its max_bytes (retention.*.max_bytes)",
+		"stream WEBHOOKS at 95.0% of its max_bytes (retention.webhooks.max_bytes, read at start: raise it and restart serve): once full, webhooks are answered 503",
 		"stream GRANTS missing",
 		"bucket APPLIED missing",
 		"consumer WEBHOOKS/hookgate-apply missing: nothing applies events",
