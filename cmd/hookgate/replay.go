@@ -67,12 +67,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if r.Until, err = parseWhen(*until, now); err != nil {
 		return usagef("replay: --until: %v", err)
 	}
-	if wholeSecond(*until) {
-		// A time in whole seconds, as `dlq list`, `status` and `trace`
-		// print them, means that whole second: the events stored later in
-		// it were left out (review V).
-		r.Until = r.Until.Add(time.Second - time.Nanosecond)
-	}
+	// --until is inclusive at the precision it is given in: a time
+	// copied from `dlq list` or `status` (whole seconds, review V) or
+	// from `trace` (milliseconds) left out the very event it was copied
+	// from, stored later in that second or millisecond.
+	r.Until = r.Until.Add(untilSpan(*until))
 	if !r.Since.IsZero() && !r.Until.IsZero() && r.Until.Before(r.Since) {
 		// Most likely swapped: durations count back from now, so --until
 		// takes the shorter one.
@@ -397,11 +396,30 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
-// wholeSecond reports whether s is an RFC 3339 time without a fraction
-// of a second.
-func wholeSecond(s string) bool {
-	_, err := time.Parse(time.RFC3339, s)
-	return err == nil && !strings.Contains(s, ".")
+// untilSpan is how much later than the instant it names an --until of s
+// still covers: the rest of its last digit's unit, so 03:23:59Z takes in
+// up to 03:23:59.999999999 and 03:23:59.883Z up to 03:23:59.883999999.
+// 0 for a time to the nanosecond and for a duration (an instant).
+func untilSpan(s string) time.Duration {
+	if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+		return 0
+	}
+	// RFC 3339's seconds end at byte 19 (2006-01-02T15:04:05); the
+	// fraction, if any, follows (Go's parser takes a comma too).
+	digits := 0
+	if len(s) > 19 && (s[19] == '.' || s[19] == ',') {
+		for _, c := range s[20:] {
+			if c < '0' || c > '9' {
+				break
+			}
+			digits++
+		}
+	}
+	unit := time.Second
+	for range min(digits, 9) {
+		unit /= 10
+	}
+	return unit - time.Nanosecond
 }
 
 // progress draws "N/M" on a terminal's stderr; quiet otherwise.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,74 @@ func TestReplayUntilAWholeSecondTakesItIn(t *testing.T) {
 		t.Errorf("replay --until %s (the second the event was stored in, at %s): decision %q, want apply\n%s%s",
 			until, stored.Format(time.RFC3339Nano), d, r.stdout, r.stderr)
 	}
-	// A time with a fraction means that instant.
-	before := stored.Add(-time.Nanosecond).UTC().Format(time.RFC3339Nano)
+	// A time to the nanosecond means that instant. (All nine digits:
+	// RFC3339Nano drops trailing zeros, and a time given with fewer
+	// digits covers the whole of its last one.)
+	before := stored.Add(-time.Nanosecond).UTC().Format("2006-01-02T15:04:05.000000000Z07:00")
 	if r := review9Run(t, "", "replay", "--dry-run", "--until", before, "--config", cfg); !strings.Contains(r.stdout, "0 events") {
 		t.Errorf("replay --until %s, a nanosecond before the event was stored: want it left out\n%s%s", before, r.stdout, r.stderr)
+	}
+}
+
+// `replay --until T` with T as `trace` prints times, to the millisecond,
+// takes in the events stored in that millisecond: `--since T --until T`
+// with the time of the event's WEBHOOKS line replayed 0 events, since
+// only whole seconds were widened.
+func TestReplayUntilAsTracePrintsItTakesItIn(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := review7Config(t, dataDir, natsAddr, "", "")
+	s := review7Start(t, cfg, true)
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-11-30T11:00:00Z"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	r := review9Run(t, "", "trace", "p:default:evt:e1", "--config", cfg)
+	m := regexp.MustCompile(`(?m)^(\S+)\s+WEBHOOKS\s+\d+\s+stored\s`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("trace: no WEBHOOKS line\n%s%s", r.stdout, r.stderr)
+	}
+	at := m[1]
+	printed, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		t.Fatalf("trace printed the time %q: %v", at, err)
+	}
+	r = review9Run(t, "", "trace", "p:default:evt:e1", "--json", "--config", cfg)
+	var doc traceDoc
+	if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil || len(doc.Stored) != 1 {
+		t.Fatalf("trace --json: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	if doc.Stored[0].Time.Equal(printed) {
+		t.Skip("stored at a whole millisecond: nothing to tell apart")
+	}
+	r = review9Run(t, "", "replay", "--dry-run", "--since", at, "--until", at, "--config", cfg)
+	if d := reviewVDecisions(r.stdout)["p:default:evt:e1"]; d != "apply" {
+		t.Errorf("replay --since %s --until %s (the time trace printed for the event, stored at %s): decision %q, want apply\n%s%s",
+			at, at, doc.Stored[0].Time.Format(time.RFC3339Nano), d, r.stdout, r.stderr)
+	}
+	// The millisecond before is not the event's.
+	before := printed.Add(-time.Millisecond).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	if r := review9Run(t, "", "replay", "--dry-run", "--until", before, "--config", cfg); !strings.Contains(r.stdout, "0 events") {
+		t.Errorf("replay --until %s, the millisecond before the event's: want it left out\n%s%s", before, r.stdout, r.stderr)
+	}
+}
+
+// untilSpan covers the rest of the last digit given.
+func TestReplayUntilSpan(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"2026-12-05T03:23:59Z", time.Second - time.Nanosecond},
+		{"2026-12-05T04:23:59+01:00", time.Second - time.Nanosecond},
+		{"2026-12-05T03:23:59.883Z", time.Millisecond - time.Nanosecond},
+		{"2026-12-05T03:23:59,883Z", time.Millisecond - time.Nanosecond},
+		{"2026-12-05T04:23:59.8+01:00", 100*time.Millisecond - time.Nanosecond},
+		{"2026-12-05T03:23:59.883000001Z", 0},
+		{"2026-12-05T03:23:59.8830000012Z", 0}, // past nanoseconds: Go drops the rest
+		{"2h", 0},
+		{"", 0},
+	} {
+		if got := untilSpan(tt.in); got != tt.want {
+			t.Errorf("untilSpan(%q) = %s, want %s", tt.in, got, tt.want)
+		}
 	}
 }
