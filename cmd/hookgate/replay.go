@@ -37,6 +37,9 @@ const (
 	// forcedReason goes with an event --force applies from beyond the
 	// horizon.
 	forcedReason = "forced beyond the horizon: if it was applied before, this repeats it"
+	// noForwardReason goes with an already-applied event that --redeliver
+	// has nothing to run again for, in the dry run as in the real run.
+	noForwardReason = "no forward effect configured to redeliver"
 )
 
 func runReplay(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -248,16 +251,18 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 			}
 		}
 		if d == consumer.AlreadyApplied && redeliver {
-			if _, ok := forwards[ev.Provider]; ok {
-				d = "redeliver"
+			if _, ok := forwards[ev.Provider]; !ok {
+				// What the real run says (its line had an empty reason).
+				return d, noForwardReason
 			}
+			d = "redeliver"
 		}
 		return d, j.Reason
 	}
 	if j.Decision == consumer.AlreadyApplied && redeliver {
 		f, ok := forwards[ev.Provider]
 		if !ok {
-			return consumer.AlreadyApplied, "no forward effect configured to redeliver"
+			return consumer.AlreadyApplied, noForwardReason
 		}
 		// Under the subject's lease, as the consumer's effects run: never
 		// beside serve's forward of another event of the subject.

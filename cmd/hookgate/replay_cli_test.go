@@ -150,3 +150,41 @@ func TestReplayUntilSpan(t *testing.T) {
 		}
 	}
 }
+
+// replayRows reads a replay's table (SEQ KEY DECISION REASON) into key ->
+// its decision and reason, one space between them.
+func replayRows(out string) map[string]string {
+	rows := map[string]string{}
+	re := regexp.MustCompile(`^\d+\s+(\S+)\s+(\S+)(?:\s+(.*))?$`)
+	for _, line := range strings.Split(out, "\n") {
+		if m := re.FindStringSubmatch(line); m != nil {
+			rows[m[1]] = strings.TrimSpace(m[2] + " " + m[3])
+		}
+	}
+	return rows
+}
+
+// A dry run says of an already-applied event that --redeliver has nothing
+// to run again for what the real run says: its line read
+// "already-applied" with no reason, the real run's "already-applied  no
+// forward effect configured to redeliver".
+func TestReplayDryRunRedeliverWithoutForwardSaysWhy(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := review7Config(t, dataDir, natsAddr, "", "") // provider p publishes, forwards nothing
+	s := review7Start(t, cfg, true)
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-11-30T11:00:00Z"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	if r := review9Run(t, "", "replay", "--config", cfg); r.code != 0 || replayRows(r.stdout)["p:default:evt:e1"] != "applied" {
+		t.Fatalf("setup: replay: exit %d, want e1 applied\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	const want = "already-applied no forward effect configured to redeliver"
+	dry := review9Run(t, "", "replay", "--dry-run", "--redeliver", "--config", cfg)
+	done := review9Run(t, "", "replay", "--redeliver", "--config", cfg)
+	if got := replayRows(done.stdout)["p:default:evt:e1"]; got != want {
+		t.Fatalf("setup: replay --redeliver: e1 %q, want %q\n%s%s", got, want, done.stdout, done.stderr)
+	}
+	if got := replayRows(dry.stdout)["p:default:evt:e1"]; got != want {
+		t.Errorf("replay --dry-run --redeliver: e1 %q, want what the real run says, %q\n%s%s", got, want, dry.stdout, dry.stderr)
+	}
+}
