@@ -162,6 +162,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			ev.ReceivedAt = m.Time
 		}
 		if *subject != "" && ev.Subject != *subject {
+			// Counted too: total is every event read, and a bar counting
+			// only the subject's ended at 100/3900, looking stalled.
+			progress.step(total)
 			undecided = m.Seq + 1 // passed over: an interrupt goes on after it
 			return nil
 		}
