@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -135,10 +134,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		}
 	}
 
-	tw := newTable(stdout)
-	fmt.Fprintln(tw, "SEQ\tKEY\tDECISION\tREASON")
 	counts := map[string]int{}
-	progress := newProgress(stderr)
+	progress := newProgress(stderr, stdout)
+	rows := newReplayRows(stdout, progress.clear)
 	letters := &storedLetters{sys: sys}
 	ro := &rideOut{}
 	if *dryRun {
@@ -150,6 +148,9 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
 		if undecided == 0 {
 			undecided = m.Seq
+			// The first event read and the events after it: SEQ need
+			// not widen as the replay goes on.
+			rows.fitSeq(m.Seq + max(total, 1) - 1)
 		}
 		if err := ctx.Err(); err != nil {
 			// Interrupted (or out of time): the events left were not
@@ -171,14 +172,14 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		if _, ok := cfg.Providers[ev.Provider]; !ok {
 			counts[decNotInConfig]++
 			missing[ev.Provider] = true
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decNotInConfig, "provider "+ev.Provider+" is not in this config: left alone")
+			rows.row(m.Seq, ev.Key, decNotInConfig, "provider "+ev.Provider+" is not in this config: left alone")
 			progress.step(total)
 			undecided = m.Seq + 1
 			return nil
 		}
 		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, horizon, ev, *dryRun, *redeliver, *force)
 		counts[decision]++
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Seq, ev.Key, decision, reason)
+		rows.row(m.Seq, ev.Key, decision, reason)
 		progress.step(total)
 		if ctx.Err() == nil { // else the interrupt may have cut it short: go on from it
 			undecided = m.Seq + 1
@@ -186,7 +187,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return nil
 	})
 	progress.done()
-	_ = tw.Flush()
+	rows.end()
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		fmt.Fprintln(stdout, summary(counts, *dryRun))
 		goOn := "run it again to go on"
@@ -428,42 +429,6 @@ func untilSpan(s string) time.Duration {
 		unit /= 10
 	}
 	return unit - time.Nanosecond
-}
-
-// progress draws "N/M" on a terminal's stderr; quiet otherwise.
-type progress struct {
-	w   io.Writer
-	tty bool
-	n   uint64
-}
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			p.tty = true
-		}
-	}
-	return p
-}
-
-func (p *progress) step(total uint64) {
-	p.n++
-	if !p.tty || (p.n%100 != 0 && p.n != total) {
-		return
-	}
-	const width = 30
-	filled := 0
-	if total > 0 {
-		filled = int(min(p.n, total) * width / total)
-	}
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.n, total)
-}
-
-func (p *progress) done() {
-	if p.tty && p.n > 0 {
-		fmt.Fprintln(p.w)
-	}
 }
 
 // joinReason appends more to a reason that may be empty.

@@ -151,9 +151,9 @@ func TestReplayUntilSpan(t *testing.T) {
 	}
 }
 
-// replayRows reads a replay's table (SEQ KEY DECISION REASON) into key ->
+// replayLines reads a replay's table (SEQ KEY DECISION REASON) into key ->
 // its decision and reason, one space between them.
-func replayRows(out string) map[string]string {
+func replayLines(out string) map[string]string {
 	rows := map[string]string{}
 	re := regexp.MustCompile(`^\d+\s+(\S+)\s+(\S+)(?:\s+(.*))?$`)
 	for _, line := range strings.Split(out, "\n") {
@@ -175,16 +175,16 @@ func TestReplayDryRunRedeliverWithoutForwardSaysWhy(t *testing.T) {
 	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-11-30T11:00:00Z"}`); code != 200 {
 		t.Fatalf("post: %d", code)
 	}
-	if r := review9Run(t, "", "replay", "--config", cfg); r.code != 0 || replayRows(r.stdout)["p:default:evt:e1"] != "applied" {
+	if r := review9Run(t, "", "replay", "--config", cfg); r.code != 0 || replayLines(r.stdout)["p:default:evt:e1"] != "applied" {
 		t.Fatalf("setup: replay: exit %d, want e1 applied\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	const want = "already-applied no forward effect configured to redeliver"
 	dry := review9Run(t, "", "replay", "--dry-run", "--redeliver", "--config", cfg)
 	done := review9Run(t, "", "replay", "--redeliver", "--config", cfg)
-	if got := replayRows(done.stdout)["p:default:evt:e1"]; got != want {
+	if got := replayLines(done.stdout)["p:default:evt:e1"]; got != want {
 		t.Fatalf("setup: replay --redeliver: e1 %q, want %q\n%s%s", got, want, done.stdout, done.stderr)
 	}
-	if got := replayRows(dry.stdout)["p:default:evt:e1"]; got != want {
+	if got := replayLines(dry.stdout)["p:default:evt:e1"]; got != want {
 		t.Errorf("replay --dry-run --redeliver: e1 %q, want what the real run says, %q\n%s%s", got, want, dry.stdout, dry.stderr)
 	}
 }

@@ -99,3 +99,61 @@ func TestReplaySubjectProgressCountsEveryEventRead(t *testing.T) {
 		t.Errorf("the progress bar on the terminal did not reach 3/3 (3 events read, 1 of subject G-2):\n%q", bar)
 	}
 }
+
+// screen is what a terminal shows of out: each \r goes back to the start
+// of the row, written bytes replace what was there, trailing spaces are
+// not seen.
+func screen(out string) []string {
+	var rows []string
+	var row []byte
+	col := 0
+	for i := 0; i < len(out); i++ {
+		switch c := out[i]; c {
+		case '\r':
+			col = 0
+		case '\n':
+			rows = append(rows, strings.TrimRight(string(row), " "))
+			row, col = row[:0], 0
+		default:
+			if col < len(row) {
+				row[col] = c
+			} else {
+				row = append(row, c)
+			}
+			col++
+		}
+	}
+	if len(row) > 0 {
+		rows = append(rows, strings.TrimRight(string(row), " "))
+	}
+	return rows
+}
+
+// With the lines and the progress bar on one terminal (an operator's
+// replay, neither redirected), the lines, printed as events are decided,
+// do not land on the bar's row: the bar is taken off before each line and
+// drawn again after it, and ends below the last line.
+func TestReplayLinesAndBarShareATerminal(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := review7Config(t, dataDir, natsAddr, "", "")
+	s := review7Start(t, cfg, true)
+	for i := range 3 {
+		if code := review6Post(t, s.base, fmt.Sprintf(`{"id":"e%d","grant_id":"G-%d","at":"2026-11-30T11:00:00Z"}`, i, i)); code != 200 {
+			t.Fatalf("post: %d", code)
+		}
+	}
+	term, shown := openPty(t)
+	err := run(t.Context(), []string{"replay", "--dry-run", "--config", cfg}, func(string) string { return "" }, strings.NewReader(""), term, term)
+	rows := screen(shown())
+	want := []string{
+		"SEQ  KEY               DECISION         REASON",
+		"1    p:default:evt:e0  apply",
+		"2    p:default:evt:e1  apply",
+		"3    p:default:evt:e2  apply",
+		"[" + strings.Repeat("#", 30) + "] 3/3",
+		"dry run, nothing changed: 3 events: 3 apply",
+	}
+	if err != nil || strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Errorf("replay --dry-run (%v): the terminal shows\n%s\nwant\n%s", err, strings.Join(rows, "\n"), strings.Join(want, "\n"))
+	}
+}
