@@ -119,7 +119,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	horizon, err := replayHorizon(ctx, sys, stderr)
+	horizon, err := replayHorizon(ctx, sys, "replay", stderr)
 	if err != nil {
 		return err
 	}
@@ -159,9 +159,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			return err
 		}
 		ev := jetstream.EventFromMsg(m.Header, m.Body, m.Seq)
-		if ev.ReceivedAt.IsZero() {
-			ev.ReceivedAt = m.Time
-		}
+		ev.ReceivedAt = horizonFrom(ev.ReceivedAt, m.Time)
 		if *subject != "" && ev.Subject != *subject {
 			// Counted too: total is every event read, and a bar counting
 			// only the subject's ended at 100/3900, looking stalled.
@@ -302,19 +300,31 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 
 // replayHorizon is the horizon replay judges by: this config's
 // dedup.horizon, or how long the running system remembers applied keys
-// where that is shorter (jetstream.KeptFor; said on stderr).
-func replayHorizon(ctx context.Context, sys *system, stderr io.Writer) (time.Duration, error) {
+// where that is shorter (jetstream.KeptFor; said on stderr, naming cmd).
+// trace says by it until when a replay reports an event already-applied.
+func replayHorizon(ctx context.Context, sys *system, cmd string, stderr io.Writer) (time.Duration, error) {
 	horizon := sys.cfg.Dedup.Horizon
 	kept, err := jetstream.KeptFor(ctx, sys.conn)
 	if err != nil {
-		return 0, fmt.Errorf("replay: read how long applied keys are kept: %w", err)
+		return 0, fmt.Errorf("%s: read how long applied keys are kept: %w", cmd, err)
 	}
 	if kept > 0 && kept < horizon {
-		fmt.Fprintf(stderr, "hookgate: replay: the system remembers applied keys for %s, less than this config's dedup.horizon %s: events stored longer ago than %s are beyond the horizon\n",
-			kept, horizon, kept)
+		fmt.Fprintf(stderr, "hookgate: %s: the system remembers applied keys for %s, less than this config's dedup.horizon %s: events stored longer ago than %s are beyond the horizon\n",
+			cmd, kept, horizon, kept)
 		horizon = kept
 	}
 	return horizon, nil
+}
+
+// horizonFrom is the instant a replay counts an event's age from, for
+// the horizon: its Hookgate-Received-At, or, without one, when WEBHOOKS
+// stored it. An event is beyond-horizon once more than the horizon has
+// passed since (consumer.Judge).
+func horizonFrom(receivedAt, stored time.Time) time.Time {
+	if receivedAt.IsZero() {
+		return stored
+	}
+	return receivedAt
 }
 
 // rideOut lets a replay wait out a failover (a cluster's leader election:

@@ -93,7 +93,7 @@ func TestTraceNewestLast(t *testing.T) {
 	r.Audit = append(r.Audit, jetstream.AuditEntry{AuditSeq: 11})
 	r.Audit[0].Time, r.Audit[0].Decision, r.Audit[0].Actor, r.Audit[0].Status, r.Audit[0].Seq = t0, "accepted", "gateway", 200, 7
 	var out bytes.Buffer
-	writeTrace(&out, r, &config.Config{})
+	writeTrace(&out, r, &config.Config{}, 0)
 	s := out.String()
 	order := []string{"accepted", "stored", "dead letter", "published"}
 	last := -1

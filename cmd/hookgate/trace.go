@@ -18,7 +18,7 @@ import (
 
 // runTrace prints everything known about one event:
 // `hookgate trace KEY --config FILE [--json]`. Exit 1 when nothing is.
-func runTrace(ctx context.Context, args []string, getenv func(string) string, stdout, _ io.Writer) error {
+func runTrace(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -67,7 +67,13 @@ func runTrace(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 	} else if r.Found() {
-		writeTrace(stdout, r, cfg)
+		// For replayedUntil: the horizon replay judges by, the system's
+		// where it is shorter than this config's.
+		horizon, err := replayHorizon(ctx, sys, "trace", stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "hookgate: %v (until when a replay reports it already-applied is not said)\n", err)
+		}
+		writeTrace(stdout, r, cfg, horizon)
 	}
 	if !r.Found() {
 		return fmt.Errorf("no event with key %s in WEBHOOKS, AUDIT, GRANTS or DLQ", key)
@@ -250,8 +256,10 @@ type traceLine struct {
 }
 
 // writeTrace prints the key, a timeline (oldest first, newest last), the
-// watermark, and what was scanned.
-func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
+// watermark, and what was scanned. horizon is the one replay judges by
+// (replayHorizon); 0: unknown, and until when a replay reports the event
+// already-applied is not said.
+func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config, horizon time.Duration) {
 	fmt.Fprintf(w, "key %s (provider %s, account %s)\n\n", r.Key, r.Provider, r.Account)
 	var lines []traceLine
 	for _, s := range r.Stored {
@@ -286,7 +294,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	for i, g := range r.Grants {
 		detail := g.Subject
 		if i == 0 && r.Applied.In == jetstream.StreamGrants {
-			detail += fmt.Sprintf("; a replay reports it already-applied until %s", stamp(g.Time.Add(cfg.Dedup.Horizon)))
+			detail = joinReason(detail, replayedUntil(r, horizon))
 		}
 		lines = append(lines, traceLine{g.Time, "GRANTS", fmt.Sprint(g.Seq), "published", detail})
 	}
@@ -304,8 +312,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		lines = append(lines, traceLine{l.Time, "DLQ", fmt.Sprint(l.Seq), "dead letter", detail})
 	}
 	if r.Applied.Remembered && r.Applied.In == jetstream.BucketApplied {
-		lines = append(lines, traceLine{r.Applied.Since, "APPLIED", "-", "remembered",
-			fmt.Sprintf("a replay reports it already-applied until %s", stamp(r.Applied.Since.Add(cfg.Dedup.Horizon)))})
+		lines = append(lines, traceLine{r.Applied.Since, "APPLIED", "-", "remembered", replayedUntil(r, horizon)})
 	}
 	// Stable: at one instant, the order above (stored, audit, grants,
 	// letters) is the order things happen.
@@ -314,7 +321,7 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "TIME\tSTREAM\tSEQ\tWHAT\tDETAIL")
 	for _, l := range lines {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", l.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), l.source, l.seq, l.what, l.detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", traceTime(l.at), l.source, l.seq, l.what, l.detail)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
@@ -396,6 +403,37 @@ func writeTrace(w io.Writer, r jetstream.TraceReport, cfg *config.Config) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// traceTime is how trace prints a time: UTC, to the millisecond, which
+// `replay --until` takes in whole.
+func traceTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// replayedUntil says until when a replay reports the key's event
+// already-applied, as replay decides it: the horizon replay judges by,
+// counted from its newest stored copy's horizonFrom (a key is stored
+// again only once the horizon has passed, so an older copy's ran out
+// before). Printed to the millisecond, rounded down: the last instant
+// replay still says already-applied is less than a millisecond later.
+// "" when the horizon is unknown. Counted from the GRANTS publish (or
+// the APPLIED write) by the config's dedup.horizon, it once said a time
+// 7 s after replay had begun to say beyond-horizon (a 20 s horizon).
+func replayedUntil(r jetstream.TraceReport, horizon time.Duration) string {
+	if horizon <= 0 {
+		return ""
+	}
+	var newest *jetstream.StoredEvent
+	for i := range r.Stored {
+		if newest == nil || r.Stored[i].Seq > newest.Seq {
+			newest = &r.Stored[i]
+		}
+	}
+	if newest == nil {
+		return "not in WEBHOOKS: no replay re-feeds it"
+	}
+	return "a replay reports it already-applied until " + traceTime(horizonFrom(newest.ReceivedAt, newest.Time).Add(horizon))
 }
 
 // consumerLine says where the consumer stands with the key's newest
