@@ -266,14 +266,24 @@ func (a *AppliedKeys) Remember(ctx context.Context, key string) error {
 	return nil
 }
 
-// retryProvision runs op until it succeeds, fails for a reason other than
-// ErrUnavailable, or 30 s pass. Provisioning is idempotent, and a clustered
-// server can leave a request unanswered: an update of a stream whose create
-// (by another hookgate starting at the same moment) is still in flight gets
-// no reply, and neither does that create (nats-server 2.15.2). An update
-// refused that way is retried too (Provision reports it as a conflict).
+// retryProvision runs op with retryTransient for up to 30 s. Provisioning
+// is idempotent, and a clustered server can leave a request unanswered: an
+// update of a stream whose create (by another hookgate starting at the
+// same moment) is still in flight gets no reply, and neither does that
+// create (nats-server 2.15.2). An update refused that way is retried too
+// (Provision reports it as a conflict).
 func retryProvision(parent context.Context, op func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(parent, 30*time.Second)
+	return retryTransient(parent, 30*time.Second, op)
+}
+
+// retryTransient runs op until it succeeds, fails for a reason that is not
+// transient (see there), or budget passes; then it returns op's last
+// error. Each attempt has 5 s: a request sent to a stream leader that died
+// is never answered, and the one sent again once a new leader is elected
+// (seconds) is. op must be safe to repeat (it may have taken effect when
+// its answer was lost).
+func retryTransient(parent context.Context, budget time.Duration, op func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(parent, budget)
 	defer cancel()
 	delay := 100 * time.Millisecond
 	for {
@@ -282,7 +292,9 @@ func retryProvision(parent context.Context, op func(context.Context) error) erro
 		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
 		err := op(actx)
 		acancel()
-		if err == nil || !transient(err) {
+		// A closed connection does not come back (nats.go reconnects an
+		// open one for good).
+		if err == nil || !transient(err) || errors.Is(err, nats.ErrConnectionClosed) {
 			return err
 		}
 		select {
