@@ -601,12 +601,25 @@ func firstSeqSince(ctx context.Context, c *Conn, stream string, since time.Time)
 // After the horizon was raised, keys that expired under the old one stay
 // forgotten: until the new horizon has passed since, KeptFor is the time
 // since the first event whose key may still be remembered (metaKeptFrom).
+//
+// Each lookup rides out its stream's leader election (rideOutLeader): a
+// replay asks before it reads.
 func KeptFor(ctx context.Context, c *Conn) (time.Duration, error) {
-	applied, err := bucketStatus(ctx, c, BucketApplied)
+	var (
+		applied BucketStatus
+		grants  StreamStatus
+	)
+	err := rideOutLeader(ctx, "bucket "+BucketApplied, readStall, func(ctx context.Context) (err error) {
+		applied, err = bucketStatus(ctx, c, BucketApplied)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}
-	grants, err := streamStatus(ctx, c, StreamGrants)
+	err = rideOutLeader(ctx, "stream "+StreamGrants, readStall, func(ctx context.Context) (err error) {
+		grants, err = streamStatus(ctx, c, StreamGrants)
+		return err
+	})
 	if err != nil {
 		return 0, err
 	}

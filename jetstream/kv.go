@@ -80,17 +80,25 @@ func keptMetadata(oldTTL time.Duration, meta map[string]string, ttl time.Duratio
 // command: one that exists is used as it is, never changed (serve
 // provisions them from its config, and a command's config may be a copy
 // edited for the next rollout); a missing one is created from c (a
-// gateway-only serve creates none), which discards nothing.
+// gateway-only serve creates none), which discards nothing. Each bucket's
+// opening rides out its stream's leader election (rideOutLeader, for as
+// long as Read does): it is the first request of replay and dlq replay.
 func OpenKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
-	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (js.KeyValue, error) {
-		kv, err := j.KeyValue(ctx, cfg.Bucket)
-		if errors.Is(err, js.ErrBucketNotFound) {
-			kv, err = j.CreateKeyValue(ctx, bucketConfig(c.Replicas, cfg))
-			if errors.Is(err, js.ErrBucketExists) { // created meanwhile
-				kv, err = j.KeyValue(ctx, cfg.Bucket)
+	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (kv js.KeyValue, err error) {
+		err = rideOutLeader(ctx, "bucket "+cfg.Bucket, readStall, func(ctx context.Context) error {
+			var err error
+			kv, err = j.KeyValue(ctx, cfg.Bucket)
+			if errors.Is(err, js.ErrBucketNotFound) {
+				// A create whose answer was lost is found by the next
+				// attempt's lookup.
+				kv, err = j.CreateKeyValue(ctx, bucketConfig(c.Replicas, cfg))
+				if errors.Is(err, js.ErrBucketExists) { // created meanwhile
+					kv, err = j.KeyValue(ctx, cfg.Bucket)
+				}
 			}
-		}
-		return kv, classify("open KV "+cfg.Bucket, err)
+			return classify("open KV "+cfg.Bucket, err)
+		})
+		return kv, err
 	})
 }
 

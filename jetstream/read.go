@@ -46,13 +46,17 @@ var ErrStop = errors.New("stop reading")
 // new stream leader: a CI run's replay stopped at seq 256 of 3000 and gave
 // up after readStall.)
 func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m StoredMsg, total uint64) error) error {
-	s, err := c.JS.Stream(ctx, stream)
+	var info *js.StreamInfo
+	err := rideOutLeader(ctx, "stream "+stream, readStall, func(ctx context.Context) error {
+		s, err := c.JS.Stream(ctx, stream)
+		if err != nil {
+			return classify("stream "+stream, err)
+		}
+		info = s.CachedInfo()
+		return nil
+	})
 	if err != nil {
-		return classify("stream "+stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		return classify("stream "+stream, err)
+		return err
 	}
 	last := info.State.LastSeq
 	if r.ToSeq > 0 && r.ToSeq < last {
@@ -109,6 +113,24 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 			}
 		}
 	}
+}
+
+// rideOutLeader runs op, a first request of an operator's read (a stream's
+// or bucket's info: what, e.g. "stream DLQ"), with retryTransient for up
+// to budget: a request that reached a stream leader just killed is never
+// answered, and one sent during the election is answered "not available"
+// or not at all, so a single one waited for the caller's whole deadline
+// (`dlq list`: 10 minutes, though a new leader was elected 4-5 s after the
+// kill) or failed after nats.go's 5 s (replay), while the reads after it
+// ride out the election (seqReader). Given up, the error says the leader
+// was missing, not only that the last attempt timed out.
+func rideOutLeader(ctx context.Context, what string, budget time.Duration, op func(context.Context) error) error {
+	start := time.Now()
+	err := retryTransient(ctx, budget, op)
+	if err != nil && transient(err) && ctx.Err() == nil && time.Since(start) >= budget {
+		return fmt.Errorf("%s had no leader for %.0f s (last attempt: %w)", what, budget.Seconds(), err)
+	}
+	return err
 }
 
 // readBatch is how many messages one of Read's pulls asks for;

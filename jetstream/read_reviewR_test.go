@@ -102,6 +102,13 @@ func TestReviewRDeadCtxOrClosedConn(t *testing.T) {
 		t.Fatalf("connection closed after 10 of 600: Read returned nil after %d calls", calls)
 	}
 	t.Logf("closed: %v after %d calls", err, calls)
+	// Started on the closed connection: its first request is not asked
+	// again for the minute a stream's leader election gets.
+	start := time.Now()
+	err = jetstream.Read(t.Context(), env.Conn, jetstream.StreamWebhooks, jetstream.Range{}, func(jetstream.StoredMsg, uint64) error { return nil })
+	if !errors.Is(err, nats.ErrConnectionClosed) || time.Since(start) > 5*time.Second {
+		t.Fatalf("on a closed connection: %v after %s, want nats.ErrConnectionClosed at once", err, time.Since(start))
+	}
 }
 
 // Each range selects exactly what a brute-force pass over the stored

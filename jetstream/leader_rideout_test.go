@@ -1,0 +1,171 @@
+package jetstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// lossyAPI returns c with its JetStream API behind a relay that leaves the
+// first request on each of drop's API subjects ("STREAM.INFO.DLQ")
+// unanswered, as a stream leader killed after the request reached it does
+// (or one sent during the election that no server takes up), and passes
+// every other one on to the server. dropped counts the requests left
+// unanswered. Pulls go to the server directly (seqReader's own subject).
+func lossyAPI(t *testing.T, c *Conn, drop ...string) (lossy *Conn, dropped *atomic.Int32) {
+	t.Helper()
+	prefix := "lossy." + nuid.Next() + ".api"
+	var mu sync.Mutex
+	left := map[string]int{}
+	for _, d := range drop {
+		left[d]++
+	}
+	dropped = new(atomic.Int32)
+	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
+		api := strings.TrimPrefix(m.Subject, prefix+".")
+		mu.Lock()
+		lose := left[api] > 0
+		if lose {
+			left[api]--
+		}
+		mu.Unlock()
+		if lose {
+			dropped.Add(1)
+			return
+		}
+		resp, err := c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + api, Header: m.Header, Data: m.Data}, 5*time.Second)
+		if err != nil {
+			return // the caller times out, as it would on the server's silence
+		}
+		_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := js.NewWithAPIPrefix(c.NC, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Conn{NC: c.NC, JS: j}, dropped
+}
+
+// returnsWithin runs fn and fails the test when it has not returned
+// within d (fn's context ends with the test).
+func returnsWithin(t *testing.T, d time.Duration, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("still waiting after %s", d)
+		return nil
+	}
+}
+
+// The first requests of replay, dlq list and dlq replay --all (a stream's
+// or bucket's info before the read) ride out a stream leader's election:
+// one left unanswered is asked again after its own few seconds. Before,
+// the audit's `dlq list` started a second after a kill -9 of DLQ's leader
+// waited for the CLI's whole 10 minutes, and `replay` failed after
+// nats.go's 5 s ("stream WEBHOOKS: jetstream unavailable: context deadline
+// exceeded"), though a new leader was elected 4-5 s after the kill.
+func TestOperatorReadsFirstRequestRidesOutAnUnansweredOne(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	if _, _, err := ProvisionKV(t.Context(), c.JS, KVConfig{Replicas: 1, Horizon: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		msg := &nats.Msg{Subject: "dlq.p.a", Header: nats.Header{nats.MsgIdHdr: {fmt.Sprintf("letter-%d", i)}}, Data: []byte("{}")}
+		if _, err := c.JS.PublishMsg(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readDLQ := func(ctx context.Context, c *Conn) error {
+		n := 0
+		if err := Read(ctx, c, StreamDLQ, Range{}, func(StoredMsg, uint64) error { n++; return nil }); err != nil {
+			return err
+		}
+		if n != 3 {
+			return fmt.Errorf("read %d letters, want 3", n)
+		}
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		drop []string
+		op   func(ctx context.Context, c *Conn) error
+	}{
+		{"read without a deadline (replay)", []string{"STREAM.INFO." + StreamDLQ}, readDLQ},
+		{"read with the CLI's 10 minutes (dlq list)", []string{"STREAM.INFO." + StreamDLQ}, func(ctx context.Context, c *Conn) error {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			return readDLQ(ctx, c)
+		}},
+		{"open the KV buckets (replay, dlq replay)", []string{"STREAM.INFO.KV_" + BucketMarks, "STREAM.INFO.KV_" + BucketApplied}, func(ctx context.Context, c *Conn) error {
+			_, _, err := OpenKV(ctx, c.JS, KVConfig{Replicas: 1, Horizon: time.Hour})
+			return err
+		}},
+		{"how long applied keys are kept (replay)", []string{"STREAM.INFO.KV_" + BucketApplied, "STREAM.INFO." + StreamGrants}, func(ctx context.Context, c *Conn) error {
+			kept, err := KeptFor(ctx, c)
+			if err == nil && kept != time.Hour {
+				return fmt.Errorf("kept for %s, want 1h", kept)
+			}
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			lossy, dropped := lossyAPI(t, c, tc.drop...)
+			if err := returnsWithin(t, 30*time.Second, func() error { return tc.op(t.Context(), lossy) }); err != nil {
+				t.Fatalf("with the first request left unanswered: %v", err)
+			}
+			if n := int(dropped.Load()); n != len(tc.drop) {
+				t.Fatalf("%d requests left unanswered, want %d: the test did not reach the request it is about", n, len(tc.drop))
+			}
+		})
+	}
+}
+
+// A stream that stays without a leader ends the ride-out after its budget
+// with one line that says so (and ErrUnavailable), not with the last
+// attempt's "context deadline exceeded" alone.
+func TestRideOutLeaderGivesUpSayingTheLeaderWasMissing(t *testing.T) {
+	c, sub := silentEnv(t)
+	silent, err := js.NewWithAPIPrefix(c.NC, "silent.api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute) // the CLI's
+	defer cancel()
+	err = returnsWithin(t, 30*time.Second, func() error {
+		return rideOutLeader(ctx, "stream "+StreamDLQ, 2*time.Second, func(ctx context.Context) error {
+			_, err := silent.Stream(ctx, StreamDLQ)
+			return classify("stream "+StreamDLQ, err)
+		})
+	})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if msg := err.Error(); !strings.HasPrefix(msg, "stream DLQ had no leader for 2 s") || strings.Contains(msg, "\n") {
+		t.Fatalf("err = %q, want one line starting %q", msg, "stream DLQ had no leader for 2 s")
+	}
+	if n, _, _ := sub.Pending(); n < 1 {
+		t.Fatal("no request reached the silent API")
+	}
+}
