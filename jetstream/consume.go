@@ -981,20 +981,32 @@ func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Re
 // It returns
 // how many deliveries were outstanding and the first stream sequence
 // delivered again (0, 0 when nothing was outstanding or the consumer does
-// not exist yet).
+// not exist yet). With an error, outstanding is 0 when the consumer's
+// info never came (the count is not known), else the count.
+//
+// A request the store does not answer, or answers that it has no leader
+// (a cluster restarting, a leader moving), is sent again, each bounded,
+// for up to redeliverWait in all: the consumer starts pulling only after
+// this (a single 5 s try failed after a whole-cluster restart, and the
+// deliveries came back after the ack wait).
 func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, storedSince time.Time) (outstanding int, from uint64, err error) {
-	// The callers' ctx has no deadline; a server that never answers (a
-	// consumer leader moving) must not keep the consumer from starting.
-	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, redeliverWait)
 	defer cancel()
-	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+	var info *js.ConsumerInfo
+	err = retryTransient(ctx, redeliverWait, func(ctx context.Context) error {
+		cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+		if err != nil {
+			return classify("consumer info", err)
+		}
+		info = cons.CachedInfo()
+		return nil
+	})
 	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
 		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, classify("consumer info", err)
+		return 0, 0, err
 	}
-	info := cons.CachedInfo()
 	if info.NumAckPending == 0 {
 		return 0, 0, nil
 	}
@@ -1004,28 +1016,57 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 	}
 	// Every event above the floor was stored after the first one, and
 	// settled after it was stored.
-	first, err := GetMsg(ctx, c, StreamWebhooks, info.AckFloor.Stream+1)
+	var first StoredMsg
+	err = retryTransient(ctx, redeliverWait, func(ctx context.Context) (err error) {
+		first, err = GetMsg(ctx, c, StreamWebhooks, info.AckFloor.Stream+1)
+		return err
+	})
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return info.NumAckPending, 0, fmt.Errorf("%w: stream sequence %d, above the ack floor, is gone", ErrTooFarBehind, info.AckFloor.Stream+1)
 	case err != nil:
-		return 0, 0, fmt.Errorf("read the first event above the ack floor: %w", err)
+		return info.NumAckPending, 0, fmt.Errorf("read the first event above the ack floor: %w", err)
 	case first.Time.Before(storedSince):
 		return info.NumAckPending, 0, fmt.Errorf("%w: the first event above the ack floor was stored at %s, before %s", ErrTooFarBehind, first.Time.UTC().Format(time.RFC3339), storedSince.UTC().Format(time.RFC3339))
 	}
+	// A reset sent again after its answer was lost resets to the same
+	// floor: nothing pulls from the consumer meanwhile.
+	err = retryTransient(ctx, redeliverWait, func(ctx context.Context) (err error) {
+		from, err = resetConsumer(ctx, c)
+		return err
+	})
+	if err != nil {
+		return info.NumAckPending, 0, err
+	}
+	return info.NumAckPending, from, nil
+}
+
+// redeliverWait bounds RedeliverOutstanding's retries (see there): about
+// the time a cluster takes to elect its leaders after a restart, and no
+// longer than an operator waits for the consumer to start.
+const redeliverWait = 30 * time.Second
+
+// resetConsumer resets DurableApply to its ack floor (the server's
+// consumer reset) and returns the first stream sequence delivered again.
+func resetConsumer(ctx context.Context, c *Conn) (uint64, error) {
 	resp, err := c.NC.RequestWithContext(ctx, "$JS.API.CONSUMER.RESET."+StreamWebhooks+"."+DurableApply, nil)
 	if err != nil {
-		return 0, 0, classify("reset consumer", err)
+		return 0, classify("reset consumer", err)
 	}
 	var r struct {
 		Error    *js.APIError `json:"error"`
 		ResetSeq uint64       `json:"reset_seq"`
 	}
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return 0, 0, fmt.Errorf("reset consumer: unreadable answer: %w", err)
+		return 0, fmt.Errorf("reset consumer: unreadable answer: %w", err)
 	}
 	if r.Error != nil {
-		return 0, 0, fmt.Errorf("reset consumer: %w", r.Error)
+		// An answer that the consumer has no leader now is tried again
+		// (classify makes it transient); any other refusal stands.
+		if err := classify("reset consumer", r.Error); r.Error.ErrorCode != 0 && transient(err) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("reset consumer: %w", r.Error)
 	}
-	return info.NumAckPending, r.ResetSeq, nil
+	return r.ResetSeq, nil
 }

@@ -169,3 +169,49 @@ func TestRideOutLeaderGivesUpSayingTheLeaderWasMissing(t *testing.T) {
 		t.Fatal("no request reached the silent API")
 	}
 }
+
+// The reset of the durable consumer at serve's start asks again while the
+// store does not answer yet (a whole-cluster restart: its one 5 s try
+// failed with "consumer info: jetstream unavailable: context deadline
+// exceeded", and the fetched deliveries came back after the ack wait).
+func TestRedeliverOutstandingRidesOutAnUnansweredConsumerInfo(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	for i := range 2 {
+		msg := &nats.Msg{Subject: "webhooks.p.a", Header: nats.Header{nats.MsgIdHdr: {fmt.Sprintf("p:a:evt:%d", i)}}, Data: []byte("{}")}
+		if _, err := c.JS.PublishMsg(t.Context(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := c.JS.CreateOrUpdateConsumer(t.Context(), StreamWebhooks, js.ConsumerConfig{
+		Durable: DurableApply, AckPolicy: js.AckExplicitPolicy, AckWait: time.Hour, FilterSubject: "webhooks.>",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fetched and never settled: a process that died.
+	batch, err := cons.Fetch(2, js.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for range batch.Messages() {
+		got++
+	}
+	if got != 2 {
+		t.Fatalf("fetched %d, want 2 (%v)", got, batch.Error())
+	}
+	lossy, dropped := lossyAPI(t, c, "CONSUMER.INFO."+StreamWebhooks+"."+DurableApply)
+	var n int
+	var from uint64
+	err = returnsWithin(t, 40*time.Second, func() (err error) {
+		n, from, err = RedeliverOutstanding(t.Context(), lossy, 100, time.Time{})
+		return err
+	})
+	if err != nil || n != 2 || from != 1 {
+		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
+	}
+	if dropped.Load() != 1 {
+		t.Fatalf("%d requests left unanswered, want 1", dropped.Load())
+	}
+}

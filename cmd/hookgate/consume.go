@@ -327,12 +327,20 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 // again, or
 // events stored more than half the horizon ago (settled ones must still be
 // remembered as applied when they come again). A failure is logged: the
-// deliveries still come back after the ack wait.
+// deliveries still come back after the ack wait. It waits up to about
+// 30 s for a store that does not answer yet (jetstream.RedeliverOutstanding).
 func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, horizon time.Duration, logger *slog.Logger) {
 	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending), time.Now().Add(-horizon/2))
 	if err != nil {
-		logger.Warn("deliveries a stopped process had fetched come back after the ack wait",
-			slog.Int("outstanding", n), slog.String("error", err.Error()))
+		var attrs []any
+		if n > 0 {
+			// 0 with an error: the consumer's info never came, so how
+			// many there are is not known ("outstanding":0 read as none
+			// after a whole-cluster restart).
+			attrs = append(attrs, slog.Int("outstanding", n))
+		}
+		attrs = append(attrs, slog.String("error", err.Error()))
+		logger.Warn("deliveries a stopped process had fetched come back after the ack wait", attrs...)
 		return
 	}
 	if n > 0 {
