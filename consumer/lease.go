@@ -203,7 +203,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			} else if rerr == nil {
 				pub.recordAdopted()
 			}
-			if errors.Is(err, errGrantsMoving) || errors.Is(err, ErrStoreUnavailable) {
+			if errors.Is(err, errGrantsMoving) || p.storeTrouble(m, err) {
 				return p.retry(m, err, false) // not the event's fault
 			}
 			return p.failed(ctx, m, err)

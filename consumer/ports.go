@@ -134,6 +134,15 @@ type Message struct {
 	// letterStatus is the HTTP status letter's failure had (a forward's
 	// answer), 0 when none.
 	letterStatus int
+	// effectsDone is how many of the event's effects before its last
+	// succeeded in this delivery's runs that then failed for the store's
+	// trouble (ErrStoreUnavailable): the runs that try again in place
+	// skip them, so a forward is not POSTed again every few seconds while
+	// GRANTS is down (found by review). storeTroubleSince is when the
+	// first such run failed: past storeTroubleMax the failure counts as
+	// an attempt again.
+	effectsDone       int
+	storeTroubleSince time.Time
 }
 
 // kept reports whether Process asked Run to keep m (Message.parkable).

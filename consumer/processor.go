@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -474,8 +475,14 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, effects []Effect
 		mu.Unlock()
 		t.Stop()
 	}()
-	for _, e := range effects {
+	for i, e := range effects {
+		if i < m.effectsDone && i < len(effects)-1 {
+			continue // succeeded in an earlier run of this delivery
+		}
 		if err := e.Apply(ctx, m.Event); err != nil {
+			if errors.Is(err, ErrStoreUnavailable) {
+				m.effectsDone = max(m.effectsDone, i)
+			}
 			return err
 		}
 	}

@@ -3,10 +3,13 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hookgate/hookgate/consumer"
 	"github.com/hookgate/hookgate/event"
@@ -68,5 +71,40 @@ func TestStoreUnavailableHoldsTheEventsPlace(t *testing.T) {
 	}
 	if n := len(audit.of("k1", event.DecisionStale)); n != 0 {
 		t.Fatalf("k1 stale %d times", n)
+	}
+}
+
+// While GRANTS is down, the tries in place of one delivery do not POST
+// its forward again (a cluster whose GRANTS lost its leader re-sent each
+// head event's forward every second; found by review), and past
+// storeTroubleMax the failure counts as an attempt, so a cause that never
+// passes (a permission the NATS user lacks reads as no answer) does not
+// hold the subject for good.
+func TestStoreUnavailableSendsTheForwardOnceAndIsBounded(t *testing.T) {
+	s := newSeqEnv(t)
+	g := &downGrants{Effects: jetstream.NewEffects(s.env.Conn)}
+	g.down.Store(true)
+	var forwards atomic.Int32
+	forward := consumer.EffectFunc(func(context.Context, consumer.Event) error { forwards.Add(1); return nil })
+	rules := map[string]consumer.Rule{"grants": {Watermark: true, OneAccount: true, Effects: []consumer.Effect{
+		forward, consumer.GrantsEffect{Template: "grants.{provider}.{subject}.{type}", Grants: g},
+	}}}
+	p := consumer.NewProcessor(rules, s.env.Marks, s.env.Applied, jetstream.NewEffects(s.env.Conn), &auditLog{}, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, consumer.Options{
+		Owner: "a", MaxDeliver: 5, Backoff: []time.Duration{time.Second}, LeaseTTL: time.Minute, Horizon: time.Hour, Now: s.now,
+	})
+	m := &consumer.Message{Event: s.event(t, ev{"k1", "G-1", "2026-11-30T10:00:00Z", "a"}), Deliveries: 1, Delivery: &countingDelivery{}}
+	if out := p.Process(t.Context(), m); !consumer.Transient(out) {
+		t.Fatalf("GRANTS down: %+v, want a retry in place", out)
+	}
+	if n := forwards.Load(); n != 1 {
+		t.Fatalf("the forward ran %d times over the tries in place of one delivery, want 1", n)
+	}
+	s.advance(31 * time.Minute)
+	if out := p.Process(t.Context(), m); out.Decision != consumer.Retry || consumer.Transient(out) {
+		t.Fatalf("GRANTS down past the bound: %+v, want a counted retry", out)
+	}
+	g.down.Store(false)
+	if out := p.Process(t.Context(), m); out.Decision != consumer.Applied {
+		t.Fatalf("GRANTS back: %+v, want applied", out)
 	}
 }

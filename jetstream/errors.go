@@ -147,22 +147,31 @@ func fullHint(subject string, err error) error {
 }
 
 // storeTrouble wraps err with consumer.ErrStoreUnavailable when the store
-// failed for no fault of the message (see there): ErrUnavailable without a
-// server answer (no connection, no answer in time, the embedded store
-// stopped writing) or with one that says the cluster cannot take writes
-// now. Another answer the server gave stays as it is: a refusal that is
-// the message's own would otherwise be tried for good.
+// failed for no fault of the message (see there), listed, not guessed:
+// no answer in time, not connected, the embedded store stopped writing
+// after a write error, a cluster without a leader for the stream now.
+// Anything else stays as it is, counted as an attempt: a refusal that is
+// the message's own, or an error this package has no word for (no stream
+// for the subject, a client-side error), would otherwise be tried for
+// good (review of stop 39: classify puts ErrUnavailable on every error
+// it does not know).
 func storeTrouble(err error) error {
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, consumer.ErrStoreUnavailable) {
 		return err
 	}
 	var apiErr *js.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case codeClusterNoPeers, codeClusterNotAvailable, codeClusterNotLeader:
-		default:
+	switch {
+	case errors.As(err, &apiErr):
+		if c := apiErr.ErrorCode; c != codeClusterNotAvailable && c != codeClusterNotLeader {
 			return err
 		}
+	case errors.Is(err, js.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return err
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, ErrNotConnected), errors.Is(err, nats.ErrReconnectBufExceeded),
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, ErrStoreWrite):
+	default:
+		return err
 	}
 	return fmt.Errorf("%w: %w", consumer.ErrStoreUnavailable, err)
 }

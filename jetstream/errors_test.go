@@ -48,6 +48,10 @@ func TestStoreTrouble(t *testing.T) {
 		{"no leader", classify("publish", &js.APIError{Code: 503, ErrorCode: codeClusterNotAvailable}), true},
 		{"stream full", classify("publish", &js.APIError{Code: 503, ErrorCode: codeStreamStoreFailed, Description: "maximum bytes exceeded"}), false},
 		{"another refusal", classify("publish", &js.APIError{Code: 400, ErrorCode: 10999, Description: "something about the message"}), false},
+		{"no stream for the subject", classify("publish", js.ErrNoStreamResponse), false},
+		{"no responders", classify("publish", nats.ErrNoResponders), false},
+		{"a client-side error", classify("publish", nats.ErrBadSubject), false},
+		{"no placement", classify("publish", &js.APIError{Code: 400, ErrorCode: codeClusterNoPeers}), false},
 		{"stopped", classify("publish", context.Canceled), false},
 		{"nil", nil, false},
 	} {
