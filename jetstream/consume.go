@@ -1011,8 +1011,14 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 		return 0, 0, nil
 	}
 	again := info.Delivered.Stream - info.AckFloor.Stream
-	if settled := again - min(again, uint64(info.NumAckPending)); settled > maxSettled {
-		return info.NumAckPending, 0, fmt.Errorf("%w: %d settled events between the ack floor (%d) and the last delivery (%d), more than %d", ErrTooFarBehind, settled, info.AckFloor.Stream, info.Delivered.Stream, maxSettled)
+	settled := again - min(again, uint64(info.NumAckPending))
+	// Deliveries already retried count too: a reset makes each due at
+	// once with its attempts anew, and thousands waiting out a receiver's
+	// backoff would all hit it at once (found by review). Outstanding
+	// ones delivered once (never tried, or waiting their first retry)
+	// do not.
+	if n := settled + uint64(max(info.NumRedelivered, 0)); n > maxSettled {
+		return info.NumAckPending, 0, fmt.Errorf("%w: %d settled and %d retried events between the ack floor (%d) and the last delivery (%d), more than %d", ErrTooFarBehind, settled, info.NumRedelivered, info.AckFloor.Stream, info.Delivered.Stream, maxSettled)
 	}
 	// Every event above the floor was stored after the first one, and
 	// settled after it was stored.

@@ -325,6 +325,11 @@ func TestRedeliverOutstanding(t *testing.T) {
 	if got := fetch(1, 0); fmt.Sprint(got) != "[3]" {
 		t.Fatalf("after handing 3 back: %v, want [3]", got)
 	}
+	// 3, retried, counts against the bound with 2, settled: a reset would
+	// make a retry waiting out its backoff due at once.
+	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 3 {
+		t.Fatalf("with a retried delivery and a settled one above the floor, at most 1: %d outstanding, %v; want 3, ErrTooFarBehind", n, err)
+	}
 	if n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 3 || from != 1 {
 		t.Fatalf("with 3 redelivered outstanding: %d, %d, %v; want 3 outstanding, from 1", n, from, err)
 	}
