@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"encoding/base64"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,6 +15,9 @@ const (
 	forwardResponseRead = 2 << 10
 	// forwardResponseMax bounds the excerpt kept in a dead letter.
 	forwardResponseMax = 300
+	// forwardResponseTail is what is dropped from the end of a read cut
+	// short, longer than any credential one would put in a URL.
+	forwardResponseTail = 256
 	// forwardSecretMin is the shortest URL part taken for a credential:
 	// shorter query values and path segments ("1", "v2", "api") are
 	// words a receiver's answer uses for other things.
@@ -38,10 +42,17 @@ func forwardSecrets(u *url.URL, raw []string) []string {
 		}
 	}
 	if u.User != nil {
-		add(u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			add(p)
+		user := u.User.Username()
+		pass, _ := u.User.Password()
+		// User info is a credential however short; and net/http sends it
+		// as Authorization: Basic base64(user:pass), which a 401 page may
+		// echo (found by review).
+		for _, c := range []string{user, pass} {
+			if c != "" {
+				out = append(out, c)
+			}
 		}
+		add(base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)))
 	}
 	add(u.RawQuery)
 	for _, vs := range u.Query() {
@@ -84,11 +95,19 @@ func responseExcerpt(body []byte, secrets []string) string {
 	if !utf8.Valid(body) {
 		return ""
 	}
-	s := string(body)
+	// A read cut short may end inside a credential, whose first part no
+	// match finds: its last bytes are dropped (found by review).
+	if len(body) >= forwardResponseRead {
+		body = body[:len(body)-forwardResponseTail]
+	}
+	// JSON may write "/" as "\/" (PHP does): read as "/", so a credential
+	// with a slash is found.
+	s := strings.ReplaceAll(string(body), `\/`, "/")
 	// Redact before folding: folding could join a credential's halves
-	// across a line break, or split it.
+	// across a line break, or split it. ASCII case is ignored, so a
+	// percent-encoding echoed in lower case is found too.
 	for _, sec := range secrets {
-		s = strings.ReplaceAll(s, sec, "REDACTED")
+		s = replaceFoldASCII(s, sec, "REDACTED")
 	}
 	var b strings.Builder
 	space := false
@@ -113,4 +132,41 @@ func responseExcerpt(body []byte, secrets []string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// replaceFoldASCII replaces every occurrence of old in s, ignoring ASCII
+// case, with repl. ASCII folding keeps byte offsets, so positions found in
+// the folded copy are s's.
+func replaceFoldASCII(s, old, repl string) string {
+	if old == "" {
+		return s
+	}
+	low, lowOld := lowerASCII(s), lowerASCII(old)
+	var b strings.Builder
+	last := 0
+	for i := 0; ; {
+		j := strings.Index(low[i:], lowOld)
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[last : i+j])
+		b.WriteString(repl)
+		i += j + len(old)
+		last = i
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }

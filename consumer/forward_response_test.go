@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +44,11 @@ func TestResponseExcerpt(t *testing.T) {
 			}
 		})
 	}
-	// Short URL words are not taken for credentials.
-	for _, s := range secrets {
-		if len(s) < forwardSecretMin {
-			t.Errorf("secret %q shorter than %d", s, forwardSecretMin)
+	// The URL's short words are not taken for credentials (the user
+	// info is, however short).
+	for _, word := range []string{"services", "T0001", "B0002", "1", "v"} {
+		if slices.Contains(secrets, word) {
+			t.Errorf("%q taken for a credential: %q", word, secrets)
 		}
 	}
 }
@@ -79,5 +81,35 @@ func TestForwardRefusalKeepsAnExcerpt(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Error() %q carries the receiver's body; it goes to logs and AUDIT", err)
+	}
+}
+
+// The forms a receiver echoes a credential in that a plain match missed
+// (found by review): net/http's Basic header of the user info, a short
+// password, JSON's "\/", a percent-encoding in lower case, and a
+// credential cut by the end of the read.
+func TestResponseExcerptEchoedForms(t *testing.T) {
+	u, err := url.Parse("https://bot:p%40s@hooks.example/hooks?token=ab%2Bcd%2Fef0123%3D%3D")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := forwardSecrets(u, nil)
+	for _, body := range []string{
+		"401: Authorization: Basic Ym90OnBAcw== refused", // base64("bot:p@s")
+		`{"user":"bot","password":"p@s"}`,
+		`{"url":"/hooks?token=ab+cd\/ef0123=="}`,
+		"token=ab%2bcd%2fef0123%3d%3d",
+	} {
+		got := responseExcerpt([]byte(body), secrets)
+		for _, leak := range []string{"Ym90OnBAcw", "p@s", "ab+cd", "ab%2bcd", "ef0123"} {
+			if strings.Contains(got, leak) {
+				t.Errorf("responseExcerpt(%q) = %q: holds %q", body, got, leak)
+			}
+		}
+	}
+	// A credential cut by the end of the read leaves no part of itself.
+	cut := strings.Repeat(" ", forwardResponseRead-4) + "ab+c"
+	if got := responseExcerpt([]byte(cut), secrets); strings.Contains(got, "ab+c") {
+		t.Errorf("a credential cut at the read's end: %q", got)
 	}
 }
