@@ -88,7 +88,7 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 			// Before, serve exited: senders met a refused connection and
 			// the line said "jetstream unavailable", nothing of the disk
 			// (a resource audit, stop 39).
-			if waitForRoom(ctx, cfg.NATS.Embedded.DataDir, err, logger) {
+			if waitForRoom(ctx, cfg.NATS.Embedded.DataDir, restartAfter, err, logger) {
 				err = errStoreWritesAgain
 			} else {
 				logger.Info("hookgate stopped while waiting for room in data_dir")
@@ -629,21 +629,24 @@ func settleAll(listeners []listener, deadline time.Time) {
 	}
 }
 
-// openStore opens the event store for serve. An external cluster that
-// does not answer (nothing listening yet, no quorum: a cluster started
-// after hookgate, or restarting) is waited for, not given up on: serve
-// tries again, pausing 1 s and then up to 10 s between tries, with a
-// warning each time, until it answers or serve is stopped (ctx). Its
-// early listeners answer meanwhile (/healthz 200, /readyz and webhooks 503
-// with Retry-After). Any other error (credentials refused, max_payload too
-// small, a stream's settings refused) ends serve at once.
 // waitForRoom logs why the store could not start (cause) and waits until
-// dir has room (roomToWrite), saying so again every minute; false when ctx
-// ended first.
-func waitForRoom(ctx context.Context, dir string, cause error, logger *slog.Logger) bool {
+// dir has room (roomToWrite) and notBefore has passed, saying so again
+// every minute; false when ctx ended first.
+func waitForRoom(ctx context.Context, dir string, notBefore time.Time, cause error, logger *slog.Logger) bool {
+	// data_dir stays locked meanwhile: an operator's CLI that opened it
+	// itself would make the next start fail as "in use" (found by review).
+	if lock, err := jetstream.LockDataDir(dir); err == nil {
+		defer lock.Close()
+	}
 	var saidAt time.Time
 	for {
 		room := roomToWrite(dir)
+		if room == nil && time.Now().Before(notBefore) {
+			// Room, but the last start again was a moment ago: a store
+			// that keeps failing (a probe the page cache took) must not
+			// start serve in a loop (restartPace).
+			room = fmt.Errorf("room again, but serve started again a moment ago: next start at %s", notBefore.UTC().Format(time.RFC3339))
+		}
 		if room == nil {
 			logger.Warn("data_dir has room again: serve starts again, which opens the event store")
 			return true
@@ -662,12 +665,22 @@ func waitForRoom(ctx context.Context, dir string, cause error, logger *slog.Logg
 }
 
 // diskFull reports an error of a store that could not write for want of
-// room.
+// room (ENOSPC, or a quota: EDQUOT), also as nats-server's API error quotes
+// it. Any other write error (a failing disk) ends serve as before.
 func diskFull(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, jetstream.ErrStoreWrite) ||
-		strings.Contains(err.Error(), "no space left on device")
+	msg := err.Error()
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
 }
 
+// openStore opens the event store for serve. An external cluster that
+// does not answer (nothing listening yet, no quorum: a cluster started
+// after hookgate, or restarting) is waited for, not given up on: serve
+// tries again, pausing 1 s and then up to 10 s between tries, with a
+// warning each time, until it answers or serve is stopped (ctx). Its
+// early listeners answer meanwhile (/healthz 200, /readyz and webhooks 503
+// with Retry-After). Any other error (credentials refused, max_payload too
+// small, a stream's settings refused) ends serve at once.
 func openStore(ctx context.Context, cfg *config.Config, logger *slog.Logger, lock *os.File) (*system, error) {
 	if cfg.NATS.URL == "" {
 		return openSystemLocked(ctx, cfg, logger, "hookgate-serve", readWrite, lock)
