@@ -215,3 +215,16 @@ func TestRedeliverOutstandingRidesOutAnUnansweredConsumerInfo(t *testing.T) {
 		t.Fatalf("%d requests left unanswered, want 1", dropped.Load())
 	}
 }
+
+// No responders is no election (JetStream off there): said at once, not
+// after the ride-out's minute as "no leader".
+func TestRideOutLeaderDoesNotWaitForNoResponders(t *testing.T) {
+	calls := 0
+	err := rideOutLeader(t.Context(), "stream DLQ", time.Minute, func(context.Context) error {
+		calls++
+		return classify("stream DLQ", nats.ErrNoResponders)
+	})
+	if !errors.Is(err, nats.ErrNoResponders) || calls != 1 {
+		t.Fatalf("rideOutLeader = %v after %d tries, want no responders at the first", err, calls)
+	}
+}

@@ -126,7 +126,21 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 // was missing, not only that the last attempt timed out.
 func rideOutLeader(ctx context.Context, what string, budget time.Duration, op func(context.Context) error) error {
 	start := time.Now()
-	err := retryTransient(ctx, budget, op)
+	// No responders is no election: no server takes the JetStream API
+	// there (JetStream off, a wrong account or domain). Said at once, not
+	// after a minute as "no leader" (found by review).
+	var noJetStream error
+	err := retryTransient(ctx, budget, func(ctx context.Context) error {
+		err := op(ctx)
+		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, js.ErrNoStreamResponse) || errors.Is(err, js.ErrJetStreamNotEnabled) {
+			noJetStream = err
+			return nil
+		}
+		return err
+	})
+	if noJetStream != nil {
+		return noJetStream
+	}
 	if err != nil && transient(err) && ctx.Err() == nil && time.Since(start) >= budget {
 		return fmt.Errorf("%s had no leader for %.0f s (last attempt: %w)", what, budget.Seconds(), err)
 	}
