@@ -348,6 +348,9 @@ const shortKeyIndexWindow = 10 * time.Second
 // allows 64 KiB of them).
 const headerAllowance = 64 << 10
 
+// minAuditBytes is the AUDIT max_bytes under which config check warns.
+const minAuditBytes = 1 << 20
+
 func (c *Config) checkRetention(k *checker) {
 	r := c.Retention
 	for _, s := range []struct {
@@ -373,6 +376,11 @@ func (c *Config) checkRetention(k *checker) {
 			// largest body was dead-lettered as "stream full" (review D).
 			k.warnf(key+".max_bytes", "%d leaves less than 64 KiB over http.max_body_bytes (%d) for an event's headers: the largest events may never fit (WEBHOOKS answers them 503, GRANTS and DLQ refuse them as full)",
 				s.l.MaxBytes, c.HTTP.MaxBodyBytes)
+		case !s.bodies && s.l.MaxBytes < minAuditBytes:
+			// AUDIT drops its oldest records when full: 2KB kept two
+			// messages of 3000 events' records (a resource audit, stop 39).
+			k.warnf(key+".max_bytes", "%d is under 1 MiB: AUDIT keeps only its newest records that fit (packed up to 32 KiB a message), so trace and the audit trail lose their history within minutes under load",
+				s.l.MaxBytes)
 		}
 	}
 	if r.Webhooks.MaxAge > 0 && c.Dedup.Horizon > 0 && r.Webhooks.MaxAge < c.Dedup.Horizon {

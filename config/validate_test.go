@@ -138,6 +138,7 @@ func TestValidate(t *testing.T) {
 		{"audit max_age", func(c *Config) { c.Retention.Audit.MaxAge = 0 }, "retention.audit.max_age", "must be > 0", false},
 		{"webhooks max_bytes", func(c *Config) { c.Retention.Webhooks.MaxBytes = 0 }, "retention.webhooks.max_bytes", "must be > 0", false},
 		{"audit max_bytes", func(c *Config) { c.Retention.Audit.MaxBytes = -5 }, "retention.audit.max_bytes", "must be > 0", false},
+		{"audit max_bytes tiny", func(c *Config) { c.Retention.Audit.MaxBytes = 2048 }, "retention.audit.max_bytes", "under 1 MiB", true},
 		{"webhooks shorter than horizon", func(c *Config) { c.Retention.Webhooks.MaxAge = 24 * time.Hour }, "retention.webhooks.max_age", "24h is shorter than dedup.horizon (96h)", false},
 		{"grants shorter than horizon", func(c *Config) { c.Retention.Grants.MaxAge = 24 * time.Hour }, "retention.grants.max_age", "24h is shorter than dedup.horizon (96h); GRANTS keeps applied keys", false},
 		{"dlq shorter than window", func(c *Config) { c.Retention.DLQ.MaxAge = time.Minute }, "retention.dlq.max_age", "1m is shorter than dedup.window (2m)", false},
