@@ -63,26 +63,5 @@ var ErrStoreFull = errors.New("store full")
 // disk dropped events that had been stored in order).
 var ErrStoreUnavailable = errors.New("store unavailable")
 
-// storeTroubleMax bounds how long one delivery is tried again in place
-// for ErrStoreUnavailable: a cause that does not pass (a permission the
-// NATS user lacks on a GRANTS subject reads as no answer in time) would
-// otherwise hold its subject, and a worker for most of each second, for
-// good. Past it the failure is an attempt, retried with backoff and in
-// the end dead-lettered (found by review).
-const storeTroubleMax = 30 * time.Minute
-
-// storeTrouble reports err as the store's trouble that m may still wait
-// out in place, and marks when m's first such failure came.
-func (p *Processor) storeTrouble(m *Message, err error) bool {
-	if !errors.Is(err, ErrStoreUnavailable) {
-		return false
-	}
-	now := p.opts.Now()
-	if m.storeTroubleSince.IsZero() {
-		m.storeTroubleSince = now
-	}
-	return now.Sub(m.storeTroubleSince) < storeTroubleMax
-}
-
 // Permanent wraps err so the consumer dead-letters the event at once.
 func Permanent(err error) error { return fmt.Errorf("%w: %w", ErrPermanent, err) }

@@ -75,10 +75,9 @@ type ForwardOptions struct {
 // Forward is the forward Effect: it POSTs the event to a URL. It is safe
 // for concurrent use.
 type Forward struct {
-	url     string // as configured, used for requests
-	printed string // scheme://host, used in errors: paths may hold tokens (Slack-style hook URLs)
-	redact  []string
-	secrets []string // forwardSecrets: cut out of a refusal's excerpt
+	url     string   // as configured, used for requests
+	printed string   // scheme://host, used in errors: paths may hold tokens (Slack-style hook URLs)
+	secrets []string // forwardSecrets: cut out of errors and a refusal's excerpt
 	timeout time.Duration
 	keys    [][]byte // HMAC keys; none: unsigned
 	client  *http.Client
@@ -164,14 +163,6 @@ func NewForward(o ForwardOptions) (*Forward, error) {
 		printed: u.Scheme + "://" + u.Host,
 		timeout: o.Timeout,
 		now:     o.Now,
-	}
-	// Belt and braces: transport errors are not expected to quote the
-	// URL, but if one did, these parts are cut out of it.
-	if u.RawQuery != "" {
-		f.redact = append(f.redact, u.RawQuery)
-	}
-	if p, ok := u.User.Password(); ok && p != "" {
-		f.redact = append(f.redact, p)
 	}
 	if f.now == nil {
 		f.now = time.Now
@@ -493,8 +484,10 @@ func (f *Forward) transportError(ctx, reqCtx context.Context, err error) error {
 		fe.detail = "no response within " + f.timeout.String()
 	default:
 		fe.detail = err.Error()
-		for _, s := range f.redact {
-			fe.detail = strings.ReplaceAll(fe.detail, s, "REDACTED")
+		// Belt and braces: transport errors are not expected to quote
+		// the URL, but if one did, its credentials are cut out of it.
+		for _, s := range f.secrets {
+			fe.detail = replaceFoldASCII(fe.detail, s, "REDACTED")
 		}
 	}
 	return fe

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"cmp"
 	"encoding/base64"
 	"net/url"
 	"slices"
@@ -26,11 +27,11 @@ const (
 
 // forwardSecrets lists what of the configured URL and secrets may be a
 // credential, in the forms a receiver's answer may echo them: the user
-// info, every query value, the query as a whole, path segments that look
-// like tokens, the
-// fragment, each raw and decoded; the signing secrets as configured and
-// without their whsec_ prefix. Longest first, so a part inside another is
-// not cut out of it first.
+// info (also as a Basic header's value), the query as a whole and each of
+// its values, path segments that look like tokens, the fragment, each raw
+// and decoded; the signing secrets as configured and without their whsec_
+// prefix. Longest first, so a part inside another is not cut out of it
+// first.
 func forwardSecrets(u *url.URL, raw []string) []string {
 	var out []string
 	add := func(s string) {
@@ -54,7 +55,9 @@ func forwardSecrets(u *url.URL, raw []string) []string {
 		}
 		add(base64.StdEncoding.EncodeToString([]byte(user + ":" + pass)))
 	}
-	add(u.RawQuery)
+	if u.RawQuery != "" {
+		out = append(out, u.RawQuery) // as a whole, however short
+	}
 	for _, vs := range u.Query() {
 		for _, v := range vs {
 			add(v)
@@ -74,7 +77,8 @@ func forwardSecrets(u *url.URL, raw []string) []string {
 		add(s)
 		add(strings.TrimPrefix(s, forwardSecretPrefix))
 	}
-	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
+	// Longest first; equal ones side by side, so Compact drops repeats.
+	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
 	return slices.Compact(out)
 }
 
@@ -82,8 +86,8 @@ func forwardSecrets(u *url.URL, raw []string) []string {
 // receiver's refusal: its text, white space folded to single spaces,
 // control and format characters (bidi overrides) dropped, every credential
 // of the URL or secret replaced by REDACTED, at most forwardResponseMax
-// bytes and "..." when cut. "" for an empty or binary body (invalid UTF-8 or a NUL: a binary
-// answer says nothing readable).
+// bytes and "..." when cut. "" for an empty or binary body (invalid UTF-8
+// or a NUL: a binary answer says nothing readable).
 func responseExcerpt(body []byte, secrets []string) string {
 	if len(body) == 0 {
 		return ""

@@ -476,7 +476,7 @@ func (p *Processor) runEffects(ctx context.Context, m *Message, effects []Effect
 		t.Stop()
 	}()
 	for i, e := range effects {
-		if i < m.effectsDone && i < len(effects)-1 {
+		if i < m.effectsDone {
 			continue // succeeded in an earlier run of this delivery
 		}
 		if err := e.Apply(ctx, m.Event); err != nil {

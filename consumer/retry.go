@@ -92,6 +92,27 @@ func (p *Processor) nak(m *Message, d time.Duration) {
 	}
 }
 
+// storeTroubleMax bounds how long one delivery is tried again in place
+// for ErrStoreUnavailable: a cause that does not pass (a permission the
+// NATS user lacks on a GRANTS subject reads as no answer in time) would
+// otherwise hold its subject, and a worker for most of each second, for
+// good. Past it the failure is an attempt, retried with backoff and in
+// the end dead-lettered (found by review).
+const storeTroubleMax = 30 * time.Minute
+
+// storeTrouble reports err as the store's trouble that m may still wait
+// out in place, and marks when m's first such failure came.
+func (p *Processor) storeTrouble(m *Message, err error) bool {
+	if !errors.Is(err, ErrStoreUnavailable) {
+		return false
+	}
+	now := p.opts.Now()
+	if m.storeTroubleSince.IsZero() {
+		m.storeTroubleSince = now
+	}
+	return now.Sub(m.storeTroubleSince) < storeTroubleMax
+}
+
 // withOp prefixes err with op unless its text starts with it already (a
 // store names the operation itself): "publish S: publish S: ..." read as
 // two failures (a resource audit, stop 39).

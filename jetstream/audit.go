@@ -226,7 +226,7 @@ func (w *AuditWriter) pack(batch []event.AuditRecord) []*auditMsg {
 	for _, r := range batch {
 		var err error
 		if line, err = r.AppendJSON(line[:0]); err != nil {
-			w.lost(r, notConnectedText(err))
+			w.lost(r, asNotConnected(err).Error())
 			continue
 		}
 		g := group{r.Decision, r.Provider}
@@ -261,7 +261,7 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 			msg := &nats.Msg{Subject: m.subject, Data: m.body, Header: nats.Header{nats.MsgIdHdr: []string{m.id}}}
 			f, err := w.js.PublishMsgAsync(msg)
 			if err != nil {
-				lastErr = notConnectedText(err)
+				lastErr = asNotConnected(err).Error()
 				continue
 			}
 			futures[i] = f
@@ -276,7 +276,7 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 			select {
 			case <-f.Ok():
 			case err := <-f.Err():
-				lastErr = notConnectedText(err)
+				lastErr = asNotConnected(err).Error()
 				failed = append(failed, todo[i])
 			case <-timeout.C:
 				lastErr = "no ack within " + w.timeout.String()

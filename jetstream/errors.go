@@ -76,9 +76,6 @@ func asNotConnected(err error) error {
 	return err
 }
 
-// notConnectedText is asNotConnected(err)'s text.
-func notConnectedText(err error) string { return asNotConnected(err).Error() }
-
 // JetStream error codes this package reacts to (nats-server's
 // jetstream_errors_generated.go).
 const (

@@ -11,9 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hookgate/hookgate/config"
@@ -627,50 +625,6 @@ func settleAll(listeners []listener, deadline time.Time) {
 	for _, l := range listeners {
 		l.ln.settle(deadline)
 	}
-}
-
-// waitForRoom logs why the store could not start (cause) and waits until
-// dir has room (roomToWrite) and notBefore has passed, saying so again
-// every minute; false when ctx ended first.
-func waitForRoom(ctx context.Context, dir string, notBefore time.Time, cause error, logger *slog.Logger) bool {
-	// data_dir stays locked meanwhile: an operator's CLI that opened it
-	// itself would make the next start fail as "in use" (found by review).
-	if lock, err := jetstream.LockDataDir(dir); err == nil {
-		defer lock.Close()
-	}
-	var saidAt time.Time
-	for {
-		room := roomToWrite(dir)
-		if room == nil && time.Now().Before(notBefore) {
-			// Room, but the last start again was a moment ago: a store
-			// that keeps failing (a probe the page cache took) must not
-			// start serve in a loop (restartPace).
-			room = fmt.Errorf("room again, but serve started again a moment ago: next start at %s", notBefore.UTC().Format(time.RFC3339))
-		}
-		if room == nil {
-			logger.Warn("data_dir has room again: serve starts again, which opens the event store")
-			return true
-		}
-		if saidAt.IsZero() || time.Since(saidAt) >= time.Minute {
-			logger.Warn("event store cannot start: data_dir is full; serve starts again by itself once data_dir has room (free space under it, or mend the disk)",
-				slog.String("error", cause.Error()), slog.String("waiting_for_room", room.Error()))
-			saidAt = time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(storeRecoveryCheck):
-		}
-	}
-}
-
-// diskFull reports an error of a store that could not write for want of
-// room (ENOSPC, or a quota: EDQUOT), also as nats-server's API error quotes
-// it. Any other write error (a failing disk) ends serve as before.
-func diskFull(err error) bool {
-	msg := err.Error()
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
 }
 
 // openStore opens the event store for serve. An external cluster that

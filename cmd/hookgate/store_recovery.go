@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -54,11 +55,7 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 		if e.WriteError() == nil {
 			continue
 		}
-		err := roomToWrite(dir)
-		paced := err == nil && time.Now().Before(notBefore)
-		if paced {
-			err = fmt.Errorf("room again, but the store failed again soon after serve last started again: next start at %s", notBefore.UTC().Format(time.RFC3339))
-		}
+		paced, err := roomOrPace(dir, notBefore)
 		if err != nil {
 			// Once per kind of reason (no room, or the pace), and again
 			// every minute: the bytes free change at each look.
@@ -71,6 +68,59 @@ func watchStoreRecovery(ctx context.Context, e *jetstream.Embedded, dir string, 
 		logger.Warn("data_dir has room again: serve stops and starts again in place, which opens the event store again")
 		return errStoreWritesAgain
 	}
+}
+
+// roomOrPace's why is nil once dir has room (roomToWrite) and notBefore
+// has passed; else it says why not, paced when only the pace holds serve
+// back (a store that fails again soon after each start, a failing disk
+// whose writes the page cache took for the probe, must not start serve
+// in a loop: restartPace).
+func roomOrPace(dir string, notBefore time.Time) (paced bool, why error) {
+	if err := roomToWrite(dir); err != nil {
+		return false, err
+	}
+	if time.Now().Before(notBefore) {
+		return true, fmt.Errorf("room again, but the store failed again soon after serve last started: next start at %s", notBefore.UTC().Format(time.RFC3339))
+	}
+	return false, nil
+}
+
+// waitForRoom logs why the store could not start (cause) and waits until
+// dir has room (roomToWrite) and notBefore has passed, saying so again
+// every minute; false when ctx ended first.
+func waitForRoom(ctx context.Context, dir string, notBefore time.Time, cause error, logger *slog.Logger) bool {
+	// data_dir stays locked meanwhile: an operator's CLI that opened it
+	// itself would make the next start fail as "in use" (found by review).
+	if lock, err := jetstream.LockDataDir(dir); err == nil {
+		defer lock.Close()
+	}
+	var saidAt time.Time
+	for {
+		_, room := roomOrPace(dir, notBefore)
+		if room == nil {
+			logger.Warn("data_dir has room again: serve starts again, which opens the event store")
+			return true
+		}
+		if saidAt.IsZero() || time.Since(saidAt) >= time.Minute {
+			logger.Warn("event store cannot start: data_dir is full; serve starts again by itself once data_dir has room (free space under it, or mend the disk)",
+				slog.String("error", cause.Error()), slog.String("waiting_for_room", room.Error()))
+			saidAt = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(storeRecoveryCheck):
+		}
+	}
+}
+
+// diskFull reports an error of a store that could not write for want of
+// room (ENOSPC, or a quota: EDQUOT), also as nats-server's API error quotes
+// it. Any other write error (a failing disk) ends serve as before.
+func diskFull(err error) bool {
+	msg := err.Error()
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(msg, "no space left on device") || strings.Contains(msg, "disk quota exceeded")
 }
 
 // roomToWrite is nil when dir's file system has roomFree bytes free for
