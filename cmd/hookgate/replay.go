@@ -199,12 +199,20 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return fmt.Errorf("replay: %w", err)
 	}
 	fmt.Fprintln(stdout, summary(counts, *dryRun))
+	failed := counts[decFailed] > 0
 	if n := counts[decNotInConfig]; n > 0 {
 		fmt.Fprintf(stderr, "hookgate: replay: %d events of providers not in the config were left alone (%s): replay them with a config that has them\n",
 			n, strings.Join(slices.Sorted(maps.Keys(missing)), ", "))
-		return silentError{1}
+		failed = true
 	}
-	if counts[decFailed] > 0 {
+	if n := counts[consumer.DeadLettered]; n > 0 && !*dryRun {
+		// Not applied: a script running the replay after an outage must
+		// hear of it, as 'dlq replay' exits 1 for a letter that failed
+		// again (before, exit 0 with the count in the summary only).
+		fmt.Fprintf(stderr, "hookgate: replay: %d events were dead-lettered, not applied: 'hookgate dlq list' says why; once the cause is fixed, 'hookgate dlq replay' re-feeds them\n", n)
+		failed = true
+	}
+	if failed {
 		return silentError{1}
 	}
 	return nil

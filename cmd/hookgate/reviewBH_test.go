@@ -56,6 +56,10 @@ func TestReviewBHReplayKeepsOneLetterPerEvent(t *testing.T) {
 		if !strings.Contains(r.stdout, "dead-lettered") {
 			t.Fatalf("replay: exit %d\n%s%s; want the event dead-lettered again", r.code, r.stdout, r.stderr)
 		}
+		// Not applied: exit 1, saying so (it exited 0 before).
+		if r.code != 1 || !strings.Contains(r.stderr, "1 events were dead-lettered, not applied") {
+			t.Errorf("replay that dead-lettered the event: exit %d, stderr %q; want 1 and a line saying so", r.code, r.stderr)
+		}
 		now := letters()
 		if len(now) != 1 {
 			t.Fatalf("after a replay the stored event has letters %v, want one:\n%s", now, r.stdout)
