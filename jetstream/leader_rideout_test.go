@@ -23,6 +23,18 @@ import (
 // unanswered. Pulls go to the server directly (seqReader's own subject).
 func lossyAPI(t *testing.T, c *Conn, drop ...string) (lossy *Conn, dropped *atomic.Int32) {
 	t.Helper()
+	return lossyConn(t, c, false, drop...)
+}
+
+// lostAnswers is lossyAPI where the dropped requests reach the server and
+// only their answers are lost: a leader killed after it acted.
+func lostAnswers(t *testing.T, c *Conn, drop ...string) (lossy *Conn, dropped *atomic.Int32) {
+	t.Helper()
+	return lossyConn(t, c, true, drop...)
+}
+
+func lossyConn(t *testing.T, c *Conn, acted bool, drop ...string) (lossy *Conn, dropped *atomic.Int32) {
+	t.Helper()
 	prefix := "lossy." + nuid.Next() + ".api"
 	var mu sync.Mutex
 	left := map[string]int{}
@@ -38,11 +50,15 @@ func lossyAPI(t *testing.T, c *Conn, drop ...string) (lossy *Conn, dropped *atom
 			left[api]--
 		}
 		mu.Unlock()
-		if lose {
+		if lose && !acted {
 			dropped.Add(1)
 			return
 		}
 		resp, err := c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + api, Header: m.Header, Data: m.Data}, 5*time.Second)
+		if lose {
+			dropped.Add(1)
+			return
+		}
 		if err != nil {
 			return // the caller times out, as it would on the server's silence
 		}
@@ -127,6 +143,32 @@ func TestOperatorReadsFirstRequestRidesOutAnUnansweredOne(t *testing.T) {
 				return fmt.Errorf("kept for %s, want 1h", kept)
 			}
 			return err
+		}},
+		{"one letter (dlq show SEQ, dlq replay SEQ)", []string{"STREAM.MSG.GET." + StreamDLQ}, func(ctx context.Context, c *Conn) error {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			m, err := ReadMsg(ctx, c, StreamDLQ, 2)
+			if err == nil && m.Header.Get(nats.MsgIdHdr) != "letter-1" {
+				return fmt.Errorf("read letter 2 as %q, want letter-1", m.Header.Get(nats.MsgIdHdr))
+			}
+			return err
+		}},
+		// In GRANTS, not to take a letter from the reads beside it: the
+		// same request as for DLQ.
+		{"remove a message (dlq remove SEQ), its first answer lost", []string{"STREAM.MSG.DELETE." + StreamGrants}, func(ctx context.Context, c *Conn) error {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+			defer cancel()
+			ack, err := c.JS.Publish(ctx, "grants.p.a", []byte("{}"))
+			if err != nil {
+				return err
+			}
+			if err := RemoveMsg(ctx, c, StreamGrants, ack.Sequence); err != nil {
+				return err
+			}
+			if _, err := GetMsg(ctx, c, StreamGrants, ack.Sequence); !errors.Is(err, ErrNotFound) {
+				return fmt.Errorf("message %d after its removal: %v, want not found", ack.Sequence, err)
+			}
+			return nil
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,5 +268,42 @@ func TestRideOutLeaderDoesNotWaitForNoResponders(t *testing.T) {
 	})
 	if !errors.Is(err, nats.ErrNoResponders) || calls != 1 {
 		t.Fatalf("rideOutLeader = %v after %d tries, want no responders at the first", err, calls)
+	}
+}
+
+// An operator's delete whose answer was lost after the server acted (a
+// leader killed just after) is tried again and finds the message gone:
+// that is the removal it asked for, not "not found". A refusal the
+// server gave (WEBHOOKS denies deletes) comes back at once, not after a
+// minute of tries.
+func TestRemoveMsgAfterALostAnswer(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	ack, err := c.JS.Publish(t.Context(), "dlq.p.a", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy, dropped := lostAnswers(t, c, "STREAM.MSG.DELETE."+StreamDLQ)
+	if err := returnsWithin(t, 30*time.Second, func() error { return RemoveMsg(t.Context(), lossy, StreamDLQ, ack.Sequence) }); err != nil {
+		t.Fatalf("remove with the first answer lost: %v, want it removed", err)
+	}
+	if dropped.Load() != 1 {
+		t.Fatalf("%d answers lost, want 1: the test did not reach the request it is about", dropped.Load())
+	}
+	if _, err := GetMsg(t.Context(), c, StreamDLQ, ack.Sequence); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("letter %d after its removal: %v, want not found", ack.Sequence, err)
+	}
+	// A letter never there is still not found.
+	if err := RemoveMsg(t.Context(), c, StreamDLQ, ack.Sequence+10); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove of a letter never there: %v, want ErrNotFound", err)
+	}
+	wh, err := c.JS.Publish(t.Context(), "webhooks.p.a", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = RemoveMsg(t.Context(), c, StreamWebhooks, wh.Sequence)
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("remove from WEBHOOKS (deletes denied): %v after %s, want its refusal at once", err, time.Since(start).Round(time.Millisecond))
 	}
 }

@@ -191,6 +191,49 @@ func DeleteMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
 	return nil
 }
 
+// ReadMsg is GetMsg for an operator command: it rides out a stream
+// leader's election (rideOutLeader, up to readStall) as Read does, where
+// a single request sent to a leader just killed went unanswered for the
+// CLI's whole 10 minutes ('dlq show SEQ'). Not for serve's request paths,
+// which have deadlines of their own.
+func ReadMsg(ctx context.Context, c *Conn, stream string, seq uint64) (StoredMsg, error) {
+	var m StoredMsg
+	err := rideOutLeader(ctx, "stream "+stream, readStall, func(ctx context.Context) (err error) {
+		m, err = GetMsg(ctx, c, stream, seq)
+		return err
+	})
+	return m, err
+}
+
+// RemoveMsg is DeleteMsg for an operator command, riding out a leader's
+// election as ReadMsg does. A delete tried again after one left
+// unanswered may find the message gone by that first one: not found on a
+// later attempt counts as removed (the message is gone either way, and
+// the first attempt may have been what removed it).
+//
+// A refusal the server gave (a stream that denies deletes) is not tried
+// again: a leader answered it.
+func RemoveMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
+	tries := 0
+	var refused error
+	err := rideOutLeader(ctx, "stream "+stream, readStall, func(ctx context.Context) error {
+		tries++
+		err := DeleteMsg(ctx, c, stream, seq)
+		switch {
+		case tries > 1 && errors.Is(err, ErrNotFound):
+			return nil
+		case errors.Is(err, js.ErrMsgDeleteUnsuccessful):
+			refused = err
+			return nil
+		}
+		return err
+	})
+	if refused != nil {
+		return refused
+	}
+	return err
+}
+
 // codeMsgDeleteFailed is nats-server's JSStreamMsgDeleteFailedF: a delete
 // refused, for a message that is not there too.
 const codeMsgDeleteFailed = 10057

@@ -136,7 +136,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	} else {
 		for _, seq := range seqs {
 			// A letter not found is reported in the loop below.
-			if m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err == nil {
+			if m, err := jetstream.ReadMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err == nil {
 				stored[seq] = storedSeqOf(m.Header.Get)
 			}
 		}
@@ -273,7 +273,7 @@ func letterEvent(m jetstream.StoredMsg) consumer.Event {
 // dlqReplayOne re-feeds one letter and says what became of it.
 // dry is not nil in a dry run.
 func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, rec *letterRecorder, audit *jetstream.AuditWriter, seq uint64, dry *consumer.DryRun) (line string, res refeedResult, decision string) {
-	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
+	m, err := jetstream.ReadMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNotFound) {
 			return fmt.Sprintf("%d\t-\tnot found\tno letter %d in DLQ (see 'hookgate dlq list')", seq, seq), notRefed, ""
@@ -314,7 +314,7 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed, ""
 	case consumer.DeadLettered:
 		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)
-		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
+		if err := jetstream.RemoveMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
 			// Removed meanwhile (a replay that re-fed the same event).
 			return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s (the old letter was already removed)", seq, rec.seq, ev.Key, out.Reason), failedAgain, ""
 		} else if err != nil {
@@ -324,7 +324,7 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		return fmt.Sprintf("%d -> %d\t%s\tfailed again\t%s", seq, rec.seq, ev.Key, out.Reason), failedAgain, ""
 	}
 	rec1(event.DecisionDlqRefed, out.Decision)
-	if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
+	if err := jetstream.RemoveMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); errors.Is(err, jetstream.ErrNotFound) {
 		// Removed meanwhile: a `replay` that applied the same event
 		// removes its letters (review BH: said "jetstream unavailable").
 		return fmt.Sprintf("%d\t%s\t%s (its letter was already removed)\t%s", seq, ev.Key, out.Decision, out.Reason), resolved, out.Decision
@@ -463,7 +463,7 @@ func truncateReason(s string, n int) string {
 }
 
 func dlqShow(ctx context.Context, sys *system, seq uint64, stdout io.Writer) error {
-	m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
+	m, err := jetstream.ReadMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 	if errors.Is(err, jetstream.ErrNotFound) {
 		return fmt.Errorf("dlq show: no letter %d in DLQ (see 'hookgate dlq list')", seq)
 	}

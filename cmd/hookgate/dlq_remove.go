@@ -30,7 +30,7 @@ func dlqRemove(ctx context.Context, sys *system, logger *slog.Logger, seqs []uin
 		if ctx.Err() != nil {
 			break
 		}
-		m, err := jetstream.GetMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
+		m, err := jetstream.ReadMsg(ctx, sys.conn, jetstream.StreamDLQ, seq)
 		if err != nil {
 			missing++
 			if errors.Is(err, jetstream.ErrNotFound) {
@@ -47,7 +47,7 @@ func dlqRemove(ctx context.Context, sys *system, logger *slog.Logger, seqs []uin
 			fmt.Fprintf(tw, "%d\t%s\twould remove\t%s\n", seq, printable(ev.Key), printable(truncateReason(why, 80)))
 			continue
 		}
-		if err := jetstream.DeleteMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
+		if err := jetstream.RemoveMsg(ctx, sys.conn, jetstream.StreamDLQ, seq); err != nil {
 			missing++
 			if errors.Is(err, jetstream.ErrNotFound) {
 				fmt.Fprintf(tw, "%d\t%s\tnot found\talready removed (a replay beside this one?)\n", seq, printable(ev.Key))

@@ -547,7 +547,7 @@ func (l *storedLetters) supersede(ctx context.Context, audit *jetstream.AuditWri
 // remove deletes ev's letter seq from DLQ (one already gone is removed
 // too) and audits it dlq-removed with why.
 func (l *storedLetters) remove(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event, seq uint64, why string) error {
-	if err := jetstream.DeleteMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
+	if err := jetstream.RemoveMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
 		return err
 	}
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
