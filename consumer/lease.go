@@ -76,6 +76,7 @@ func (p *Processor) applyLeased(ctx context.Context, m *Message, rule Rule) Outc
 			// subject, up to LeaseTTL).
 			if waitedSince.IsZero() {
 				waitedSince = time.Now()
+				p.leaseWaitStarts(ev, l)
 			}
 			if m.parkable && !m.stopping() && (m.waits > 0 || time.Since(waitedSince) >= leaseWaitInPlace) {
 				out := p.retry(m, fmt.Errorf("subject held by the lease of %s", l.Owner), false)
@@ -413,6 +414,13 @@ func (p *Processor) waitLease(ctx context.Context, m *Message, until time.Time) 
 		}
 	}
 	return nil
+}
+
+// leaseWaitStarts tells Options.LeaseWait that ev waits for lease l.
+func (p *Processor) leaseWaitStarts(ev Event, l *Lease) {
+	if p.opts.LeaseWait != nil {
+		p.opts.LeaseWait(ev, *l)
+	}
 }
 
 // leaseLive reports whether l is another process's lease that may still

@@ -90,6 +90,12 @@ type Options struct {
 	// waited out a dead process's leases (LeaseTTL), the subjects they held
 	// up included.
 	Gone func(owner string) bool
+	// LeaseWait, when not nil, is told when an event starts waiting for
+	// another process's live lease on its subject, once per attempt (an
+	// operator command says so: a replay run again after a kill -9 of the
+	// one before waited out the dead one's lease, up to LeaseTTL, saying
+	// nothing). It must not block.
+	LeaseWait func(ev Event, l Lease)
 	// Actor names who decides in the AUDIT records of this processor's
 	// decisions: "" is event.ActorConsumer (serve's consumer); an operator
 	// command (replay, dlq replay) says event.ActorOperator.

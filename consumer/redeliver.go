@@ -31,6 +31,7 @@ func (p *Processor) Redeliver(ctx context.Context, ev Event, f Effect) error {
 		mark Mark
 		rev  uint64
 	)
+	waiting := false
 	for {
 		var err error
 		if mark, rev, err = p.readMark(ctx, key); err != nil {
@@ -38,6 +39,10 @@ func (p *Processor) Redeliver(ctx context.Context, ev Event, f Effect) error {
 		}
 		now := p.opts.Now()
 		if l := mark.Lease; l != nil && p.leaseLive(l, now) {
+			if !waiting {
+				waiting = true
+				p.leaseWaitStarts(ev, l)
+			}
 			if err := p.waitLease(ctx, m, l.Until); err != nil {
 				return err
 			}

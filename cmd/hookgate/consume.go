@@ -108,6 +108,17 @@ func cliProcessorOptions(cfg *config.Config, sys *system) consumer.Options {
 	return o
 }
 
+// leaseWaitNote is consumer.Options.LeaseWait for operator command cmd:
+// one line through say when an event waits for another process's lease,
+// so that a wait of up to the lease's time is not taken for a hang (a
+// replay run again after a kill -9 of the one before sat silent ~30 s).
+func leaseWaitNote(cmd string, say func(string)) func(consumer.Event, consumer.Lease) {
+	return func(ev consumer.Event, l consumer.Lease) {
+		say(fmt.Sprintf("hookgate: %s: event %s waits for its subject %s, held by the lease of %s until %s (in %.0f s): a serve or operator command applies an event of it, or one killed left it",
+			cmd, printable(ev.Key), printable(ev.Subject), printable(l.Owner), l.Until.UTC().Format(time.TimeOnly+" UTC"), max(time.Until(l.Until).Seconds(), 0)))
+	}
+}
+
 // processorOptions are the consumer options from the config.
 func processorOptions(cfg *config.Config) consumer.Options {
 	host, _ := os.Hostname()

@@ -119,6 +119,7 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	rec := &letterRecorder{}
 	o := cliProcessorOptions(cfg, sys)
 	o.MaxDeliver = 1 // one synchronous attempt: a failure is re-appended at once
+	o.LeaseWait = leaseWaitNote("dlq replay", func(s string) { fmt.Fprintln(stderr, s) })
 	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, func(d consumer.DeadLetters) consumer.DeadLetters {
 		rec.next = d
 		return rec

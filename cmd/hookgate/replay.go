@@ -115,7 +115,10 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	audit, stopAudit := startAudit(sys, logger, 1024, nil)
 	defer stopAudit()
 
-	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, cliProcessorOptions(cfg, sys), nil)
+	progress := newProgress(stderr, stdout)
+	o := cliProcessorOptions(cfg, sys)
+	o.LeaseWait = leaseWaitNote("replay", progress.note)
+	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, nil)
 	if err != nil {
 		return err
 	}
@@ -135,7 +138,6 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	}
 
 	counts := map[string]int{}
-	progress := newProgress(stderr, stdout)
 	rows := newReplayRows(stdout, progress.clear)
 	letters := &storedLetters{sys: sys}
 	ro := &rideOut{}

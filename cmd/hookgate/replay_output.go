@@ -63,6 +63,16 @@ func (p *progress) clear() {
 	}
 }
 
+// note prints line s on the bar's writer, taking the bar off first; the
+// next step draws it again.
+func (p *progress) note(s string) {
+	if p.tty && p.drawn > 0 {
+		fmt.Fprint(p.w, "\r"+strings.Repeat(" ", p.drawn)+"\r")
+		p.drawn = 0
+	}
+	fmt.Fprintln(p.w, s)
+}
+
 func (p *progress) done() {
 	if p.drawn > 0 {
 		fmt.Fprintln(p.w)

@@ -114,3 +114,17 @@ func TestReplayRowsAlignAsTheyGo(t *testing.T) {
 		t.Errorf("no lines: %q, want the header %q", none.String(), want)
 	}
 }
+
+// A note on the bar's terminal (a wait for a lease) takes the bar off its
+// row first, and the next step draws the bar again below the note.
+func TestProgressNoteTakesTheBarOff(t *testing.T) {
+	var b strings.Builder
+	p := &progress{w: &b, tty: true}
+	p.step(300)
+	p.note("hookgate: replay: event k waits")
+	p.step(300)
+	want := "\r[..............................] 1/300" + "\r" + strings.Repeat(" ", 38) + "\r" + "hookgate: replay: event k waits\n" + "\r[..............................] 2/300"
+	if b.String() != want {
+		t.Errorf("wrote %q, want %q", b.String(), want)
+	}
+}

@@ -89,6 +89,11 @@ func TestReviewANRedeliverRunsBesideServesForwardOfTheSameSubject(t *testing.T) 
 	if r.code != 0 || !strings.Contains(r.stdout, "redelivered") {
 		t.Errorf("replay --redeliver: exit %d, want 0 and e1 redelivered (after serve's forward of e2):\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// It said why it waited (before stop 40 a wait of up to the lease's
+	// time passed in silence).
+	if !strings.Contains(r.stderr, "hookgate: replay: event p:default:evt:e1 waits for its subject G-1, held by the lease of serve@") {
+		t.Errorf("replay --redeliver waited for serve's lease on G-1 without saying so:\n%s", r.stderr)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if seen["p:default:evt:e1"] != 2 {
