@@ -18,6 +18,11 @@ type StoredMsg struct {
 	Time    time.Time // when the stream stored it
 	Header  nats.Header
 	Body    []byte
+	// Last is, for a message Read visits, the last sequence that read
+	// may reach (the stream's last at its start, or Range.ToSeq): with a
+	// subject filter the sequences it visits are sparse, so the first
+	// one plus the count does not say how wide the last one is.
+	Last uint64
 }
 
 // Range selects messages of a stream. Zero fields select everything.
@@ -100,7 +105,7 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 			// Started by sequence, --since still selects: skip the older
 			// ones, but not the end-of-range check below.
 			if r.FromSeq == 0 || r.Since.IsZero() || !meta.Timestamp.Before(r.Since) {
-				err := fn(StoredMsg{Seq: seq, Subject: msg.Subject, Time: meta.Timestamp, Header: msg.Header, Body: msg.Data}, total)
+				err := fn(StoredMsg{Seq: seq, Subject: msg.Subject, Time: meta.Timestamp, Header: msg.Header, Body: msg.Data, Last: last}, total)
 				if errors.Is(err, ErrStop) {
 					return nil
 				}

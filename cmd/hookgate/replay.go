@@ -150,9 +150,10 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	err = jetstream.Read(ctx, sys.conn, jetstream.StreamWebhooks, r, func(m jetstream.StoredMsg, total uint64) error {
 		if undecided == 0 {
 			undecided = m.Seq
-			// The first event read and the events after it: SEQ need
-			// not widen as the replay goes on.
-			rows.fitSeq(m.Seq + max(total, 1) - 1)
+			// The last sequence the read may reach: SEQ need not widen
+			// as the replay goes on (m.Seq + total did, under --provider,
+			// whose sequences are sparse).
+			rows.fitSeq(m.Last)
 		}
 		if err := ctx.Err(); err != nil {
 			// Interrupted (or out of time): the events left were not

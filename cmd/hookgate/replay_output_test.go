@@ -128,3 +128,38 @@ func TestProgressNoteTakesTheBarOff(t *testing.T) {
 		t.Errorf("wrote %q, want %q", b.String(), want)
 	}
 }
+
+// Under --provider the sequences a replay visits are sparse: SEQ is as
+// wide as the stream's last sequence from the first line on. It was
+// fitted to the first sequence plus the events to visit, and widened
+// part way (review: e1 at seq 1, 2 events to visit, the next at seq 1001,
+// wider than the header's "SEQ").
+func TestReplayProviderRowsAlignAsTheyGo(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	provider := func(name string) string {
+		return fmt.Sprintf("  %s:\n    signature: { scheme: hmac-sha256, header: X-Sig, secrets: [%q] }\n    event_id: [\"json:/id\"]\n    ordering: none\n    effects: { publish: \"\" }\n", name, review6Secret)
+	}
+	cfg := reviewAConfig(t, dataDir, natsAddr, "roles: { consumer: false }\n", "providers:\n"+provider("q")+provider("r"))
+	s := review7Start(t, cfg, true)
+	post := func(p, id string) {
+		if code := review9Post(t, s.base, p, fmt.Sprintf(`{"id":%q}`, id)); code != 200 {
+			t.Fatalf("post %s %s: %d", p, id, code)
+		}
+	}
+	post("q", "e1")
+	for i := range 999 {
+		post("r", fmt.Sprintf("r%d", i))
+	}
+	post("q", "e2")
+	r := review9Run(t, "", "replay", "--dry-run", "--provider", "q", "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("replay: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[1], "1 ") || !strings.HasPrefix(lines[2], "1001 ") {
+		t.Fatalf("replay --provider q lines:\n%s\nwant seq 1 then 1001", r.stdout)
+	}
+	if a, b := strings.Index(lines[1], "q:"), strings.Index(lines[2], "q:"); a != b || strings.Index(lines[0], "KEY") != a {
+		t.Errorf("KEY column at %d, %d and %d (header, seq 1, seq 1001): SEQ widened part way\n%s", strings.Index(lines[0], "KEY"), a, b, r.stdout)
+	}
+}
