@@ -110,6 +110,9 @@ type TraceReport struct {
 	// consumer, or it did not answer): whether the stored event was
 	// delivered, and whether everything up to it is settled.
 	Consumer *ConsumerStatus
+	// NoConsumer: WEBHOOKS has no DurableApply at all (the server said
+	// so): no serve with the consumer role made it, nothing applies.
+	NoConsumer bool
 }
 
 // Found reports whether anything at all is known about the key.
@@ -273,9 +276,13 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	}
 	if len(r.Stored) > 0 {
 		// Best effort: the trace stands without it.
-		if cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply); err == nil {
+		cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+		switch {
+		case err == nil:
 			cs := consumerStatus(cons.CachedInfo())
 			r.Consumer = &cs
+		case errors.Is(err, js.ErrConsumerNotFound):
+			r.NoConsumer = true
 		}
 	}
 	return r, nil

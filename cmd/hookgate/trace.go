@@ -444,7 +444,7 @@ func replayedUntil(r jetstream.TraceReport, horizon time.Duration) string {
 // event applied yet" of an event waiting for its retry (a 3 a.m. audit,
 // stop 38).
 func consumerLine(r jetstream.TraceReport) string {
-	if r.Consumer == nil || len(r.Stored) == 0 || len(r.Grants) > 0 || len(r.Letters) > 0 {
+	if (r.Consumer == nil && !r.NoConsumer) || len(r.Stored) == 0 || len(r.Grants) > 0 || len(r.Letters) > 0 {
 		return ""
 	}
 	seq := r.Stored[len(r.Stored)-1].Seq
@@ -452,6 +452,11 @@ func consumerLine(r jetstream.TraceReport) string {
 		if a.Seq == seq && (a.Decision == event.DecisionApplied || a.Decision == event.DecisionStale || a.Decision == event.DecisionDeadLettered) {
 			return ""
 		}
+	}
+	if r.NoConsumer {
+		// A gateway-only deployment (roles.consumer: false) whose
+		// consumer never started: trace said nothing of why (stop 39).
+		return fmt.Sprintf("WEBHOOKS has no consumer %s: no serve with the consumer role (roles.consumer) has run on this store, so nothing applies stored events yet; start one, or 'hookgate replay' applies them", jetstream.DurableApply)
 	}
 	c := r.Consumer
 	switch {

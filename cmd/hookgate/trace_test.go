@@ -233,3 +233,28 @@ func TestTraceUntilIsWhenReplaySaysBeyondHorizon(t *testing.T) {
 		}
 	}
 }
+
+// A gateway-only deployment whose events nothing applies: trace says no
+// consumer exists and what applies them, where it said nothing of it
+// (its timeline ended at "accepted"). Once a consumer exists the line
+// says where it stands instead.
+func TestTraceSaysWhenNoConsumerExists(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	cfg := reviewAConfig(t, dataDir, natsAddr, "roles: { consumer: false }\n", review6Provider)
+	s := review7Start(t, cfg, true)
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-12-05T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	r := review9Run(t, "", "trace", "p:default:evt:e1", "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("trace: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	line := regexp.MustCompile(`(?m)^consumer\s.*$`).FindString(r.stdout)
+	if !strings.Contains(line, "WEBHOOKS has no consumer hookgate-apply: no serve with the consumer role (roles.consumer) has run on this store") {
+		t.Errorf("trace of an event no consumer exists for: consumer line %q, want it to say so\n%s", line, r.stdout)
+	}
+	j := review9Run(t, "", "trace", "p:default:evt:e1", "--json", "--config", cfg)
+	if !strings.Contains(j.stdout, `"consumer": "WEBHOOKS has no consumer hookgate-apply`) {
+		t.Errorf("trace --json: no consumer field saying none exists\n%s", j.stdout)
+	}
+}
