@@ -40,7 +40,7 @@ func TestBareVar(t *testing.T) {
 // a $) it is a warning; other values ("$HOME/data") warn with the name.
 func TestBareVarInConfig(t *testing.T) {
 	const provider = "providers:\n  p:\n    signature: {scheme: github, secrets: [%s]}\n"
-	env := map[string]string{"STRIPE_SECRET": "real", "HOME": "/home/x"}
+	env := map[string]string{"STRIPE_SECRET": "real-secret-of-the-tests", "HOME": "/home/x"}
 	for _, tt := range []struct {
 		name, data string
 		key, msg   string // "" key: no problem wanted
@@ -52,12 +52,12 @@ func TestBareVarInConfig(t *testing.T) {
 			key: "providers.p.signature.secrets[0]", msg: "write ${NAME}", hidden: "STRIPE",
 		},
 		{
-			name: "forward secret", data: strings.Replace(provider, "%s", "s3cret", 1) +
+			name: "forward secret", data: strings.Replace(provider, "%s", "s3cret-of-the-tests", 1) +
 				"    effects: {forward: {url: \"http://127.0.0.1:9/x\", secret: \"$FWD_KEY\"}}\n",
 			key: "providers.p.effects.forward.secret", msg: "write ${NAME}", hidden: "FWD_KEY",
 		},
 		{
-			name: "nats token", data: "nats: {embedded: {token: \"$TOK\"}}\n" + strings.Replace(provider, "%s", "s3cret", 1),
+			name: "nats token", data: "nats: {embedded: {token: \"$TOK\"}}\n" + strings.Replace(provider, "%s", "s3cret-of-the-tests", 1),
 			key: "nats.embedded.token", msg: "write ${NAME}", hidden: "TOK",
 		},
 		{
@@ -65,12 +65,12 @@ func TestBareVarInConfig(t *testing.T) {
 			key: "providers.p.signature.secrets[0]", msg: "kept as literal text", warning: true, hidden: "aBcD",
 		},
 		{
-			name: "data_dir", data: "nats: {embedded: {data_dir: \"$HOME/data\"}}\n" + strings.Replace(provider, "%s", "s3cret", 1),
+			name: "data_dir", data: "nats: {embedded: {data_dir: \"$HOME/data\"}}\n" + strings.Replace(provider, "%s", "s3cret-of-the-tests", 1),
 			key: "nats.embedded.data_dir", msg: "$HOME is not expanded (kept as literal text): write ${HOME}", warning: true,
 		},
 		{name: "braces", data: strings.Replace(provider, "%s", `"${STRIPE_SECRET}"`, 1)},
-		{name: "literal $", data: strings.Replace(provider, "%s", `"$$STRIPE_SECRET"`, 1)},
-		{name: "json pointer", data: strings.Replace(provider, "%s", "s3cret", 1) + "    event_id: [\"json:/$id\"]\n"},
+		{name: "literal $", data: strings.Replace(provider, "%s", `"$$STRIPE_SECRET-literal"`, 1)},
+		{name: "json pointer", data: strings.Replace(provider, "%s", "s3cret-of-the-tests", 1) + "    event_id: [\"json:/$id\"]\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Parse([]byte(tt.data), t.TempDir(), envOf(env))

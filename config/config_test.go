@@ -79,7 +79,7 @@ func TestDefaults(t *testing.T) {
 	c := mustParse(t, `
 providers:
   p:
-    signature: { scheme: standard-webhooks, secrets: [whsec_c2VjcmV0] }
+    signature: { scheme: standard-webhooks, secrets: [whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5] }
 `, nil)
 	p := c.Providers["p"]
 	tests := []struct {
@@ -345,7 +345,7 @@ func TestMultiExample(t *testing.T) {
 		{"forward file secret", gg.Effects.Forward.Secret.Reveal(), "whsec_Zmx1eHgtZm9yd2FyZC1zZWNyZXQ="},
 		{"rotation", len(gg.Signature.Secrets), 2},
 		{"$$", stripe.Signature.Secrets[0].Reveal(), "whsec_stripe-$-literal"},
-		{"env default secret", gh.Signature.Secrets[0].Reveal(), "dev-secret"},
+		{"env default secret", gh.Signature.Secrets[0].Reveal(), "dev-secret-of-the-config-tests"},
 		{"publish off", *stripe.Effects.Publish, ""},
 		{"key_fields", fluxx.KeyFields, []string{"/grant_id", "/status"}},
 	}

@@ -468,8 +468,8 @@ func TestNoFollowOnProblems(t *testing.T) {
 		{"replicas without the unset url", `nats: {url: "${NATS_URL}", replicas: 3}`, "nats.url"},
 		{"window against an unreadable horizon", `dedup: {horizon: 200hours, window: 120h}`, "dedup.horizon"},
 		{"max_age against an unset horizon", "dedup: {horizon: \"${HORIZON}\", window: 1m}\nretention: {webhooks: {max_age: 48h}, grants: {max_age: 48h}}", "dedup.horizon"},
-		{"a misspelt signature", `providers: {gg: {signatur: {scheme: standard-webhooks, secrets: [whsec_c2VjcmV0]}}}`, "providers.gg.signatur"},
-		{"ordering against an unset subject", `providers: {gg: {signature: {scheme: standard-webhooks, secrets: [whsec_c2VjcmV0]}, subject: "${SUBJ}", occurred_at: "json:/at", ordering: watermark}}`, "providers.gg.subject"},
+		{"a misspelt signature", `providers: {gg: {signatur: {scheme: standard-webhooks, secrets: [whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5]}}}`, "providers.gg.signatur"},
+		{"ordering against an unset subject", `providers: {gg: {signature: {scheme: standard-webhooks, secrets: [whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5]}, subject: "${SUBJ}", occurred_at: "json:/at", ordering: watermark}}`, "providers.gg.subject"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.data), "", nil)

@@ -18,7 +18,7 @@ func FuzzParse(f *testing.F) {
 		}
 		f.Add(data)
 	}
-	getenv := envOf(map[string]string{"GRANTSGOV_SECRET": "whsec_c2VjcmV0", "A": "1", "D": "5m", "S": "file:x"})
+	getenv := envOf(map[string]string{"GRANTSGOV_SECRET": "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5", "A": "1", "D": "5m", "S": "file:x"})
 	readFile := func(_, path string) (string, error) {
 		if path == "missing" {
 			return "", errors.New("secret file: missing: no such file")

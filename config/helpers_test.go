@@ -12,8 +12,8 @@ func envOf(m map[string]string) func(string) string {
 
 // testEnv is the environment the testdata files expect.
 var testEnv = map[string]string{
-	"GRANTSGOV_SECRET":     "whsec_" + "c2VjcmV0LWdyYW50c2dvdg==", // "secret-grantsgov"
-	"GRANTSGOV_SECRET_OLD": "whsec_b2xkLXNlY3JldA==",              // "old-secret"
+	"GRANTSGOV_SECRET":     "whsec_" + "aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5LWdyYW50c2dvdg==", // "secret-grantsgov"
+	"GRANTSGOV_SECRET_OLD": "whsec_b2xkLXNlY3JldC1vZi10aGUtdGVzdHM=",                      // "old-secret-of-the-tests"
 }
 
 // mustParse parses data or fails the test.

@@ -12,7 +12,7 @@ func TestReviewATKeyRecipeExample(t *testing.T) {
 	const want = "event_id=[json:/id] account=[header: json: value:default] fallback=digest"
 	for name, y := range map[string]string{
 		"stripe defaults": "providers:\n  p:\n    signature: { scheme: stripe, secrets: [s] }\n",
-		"explicit":        "providers:\n  p:\n    signature: { scheme: standard-webhooks, secrets: [whsec_c2VjcmV0] }\n    event_id: [\"json:/id\"]\n    account: { header: \"\", json: \"\", value: default }\n    fallback: digest\n",
+		"explicit":        "providers:\n  p:\n    signature: { scheme: standard-webhooks, secrets: [whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5] }\n    event_id: [\"json:/id\"]\n    account: { header: \"\", json: \"\", value: default }\n    fallback: digest\n",
 		"header upper":    "providers:\n  p:\n    signature: { scheme: github, secrets: [s] }\n    event_id: [\"header:X-GitHub-Delivery\"]\n    account: { header: X-Acct }\n",
 	} {
 		got := mustParse(t, y, nil).Providers["p"].KeyRecipe()

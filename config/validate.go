@@ -579,6 +579,12 @@ func checkSignature(k *checker, key string, s Signature) {
 			// Usable, but a blank: a variable or file set to spaces by
 			// mistake, which anyone can sign with.
 			k.warnf(sk, "only whitespace (a variable or file set to blanks by mistake?): anyone can sign with it")
+		case known:
+			key := []byte(sec.Reveal())
+			if s.Scheme == SchemeStandardWebhooks {
+				key, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), "whsec_"))
+			}
+			warnShortKey(k, sk, len(key))
 		}
 		if j := slices.Index(s.Secrets[:i], sec); j >= 0 && sec != "" {
 			k.warnf(sk, "same secret as secrets[%d]", j)
@@ -608,6 +614,19 @@ func checkSignature(k *checker, key string, s Signature) {
 
 // validWhsec reports whether s is a Standard Webhooks secret: base64,
 // optionally prefixed with whsec_, of at least one byte.
+// MinKeyBytes is the shortest signing key config check passes without a
+// warning: 128 bits. A shorter one (a word, "s3cret") can be found by
+// trying guesses against one signed request anyone captured, offline.
+const MinKeyBytes = 16
+
+// warnShortKey warns when a signing key (decoded, for whsec_ secrets) is
+// shorter than MinKeyBytes. Its length only: never the secret.
+func warnShortKey(k *checker, key string, n int) {
+	if n > 0 && n < MinKeyBytes {
+		k.warnf(key, "a %d-byte key: short enough to be guessed from one signed request; use %d random bytes or more (the sender's own generator, or: head -c 32 /dev/urandom | base64)", n, 2*MinKeyBytes)
+	}
+}
+
 func validWhsec(s Secret) bool {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), "whsec_"))
 	return err == nil && len(b) > 0
@@ -679,6 +698,7 @@ func checkForward(k *checker, key string, f Forward) {
 		default:
 			b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), "whsec_"))
 			keys[i] = string(b)
+			warnShortKey(k, sk, len(b))
 			// Two variables set to one value while rotating: not a
 			// rotation, and the receiver moved to "the new one" refuses.
 			if j := slices.Index(keys[:i], keys[i]); j >= 0 {

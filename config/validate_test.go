@@ -14,7 +14,7 @@ import (
 const baseYAML = `
 providers:
   p:
-    signature: { scheme: standard-webhooks, secrets: [whsec_c2VjcmV0] }
+    signature: { scheme: standard-webhooks, secrets: [whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5] }
     subject: "json:/grant_id"
     occurred_at: "json:/occurred_at"
 `
@@ -172,6 +172,11 @@ func TestValidate(t *testing.T) {
 		{"account from an unsigned header", p(func(p *Provider) { p.Account.Header = "X-Tenant" }), "providers.p.account.header", "header X-Tenant is not signed by the standard-webhooks scheme", true},
 		{"header on another scheme", p(func(p *Provider) { p.Signature.Header = "X-Sig" }), "providers.p.signature.header", "only hmac-sha256 reads it, the scheme is standard-webhooks: remove it", false},
 		{"tolerance negative", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Tolerance = SchemeGitHub, -time.Minute }), "providers.p.signature.tolerance", "must not be negative", false},
+		{"short secret", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret"} }), "providers.p.signature.secrets[0]", "a 6-byte key: short enough to be guessed", true},
+		{"short whsec key", p(func(p *Provider) { p.Signature.Secrets = []Secret{"whsec_c2VjcmV0"} }), "providers.p.signature.secrets[0]", "a 6-byte key: short enough to be guessed", true},
+		{"short forward key", p(func(p *Provider) {
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{"whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5", "whsec_c2VjcmV0"}}
+		}), "providers.p.effects.forward.secrets[1]", "a 6-byte key: short enough to be guessed", true},
 		{"secret with newline", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret\n"} }), "providers.p.signature.secrets[0]", "ends with a line break", false},
 		{"secret with CR", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeStripe, []Secret{"s3cret\r"} }), "providers.p.signature.secrets[0]", "ends with a line break", false},
 		{"account header", p(func(p *Provider) { p.Account.Header = "X:Tenant" }), "providers.p.account.header", "not allowed in header names", false},
@@ -207,20 +212,20 @@ func TestValidate(t *testing.T) {
 		{"forward url relative", p(func(p *Provider) { p.Effects.Forward.URL = "/hooks" }), "providers.p.effects.forward.url", "want an absolute", false},
 		{"forward url no host", p(func(p *Provider) { p.Effects.Forward.URL = "https://user:pw@/x" }), "providers.p.effects.forward.url", "want an absolute", false},
 		{"forward timeout", p(func(p *Provider) { p.Effects.Forward.Timeout = 0 }), "providers.p.effects.forward.timeout", "must be > 0", false},
-		{"forward secret without url", p(func(p *Provider) { p.Effects.Forward.Secret = "whsec_c2VjcmV0" }), "providers.p.effects.forward.secret", "ignored: forward.url is empty", true},
+		{"forward secret without url", p(func(p *Provider) { p.Effects.Forward.Secret = "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5" }), "providers.p.effects.forward.secret", "ignored: forward.url is empty", true},
 		{"forward secret not base64", p(func(p *Provider) {
 			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "plain words"}
 		}), "providers.p.effects.forward.secret", "not base64 after the optional whsec_ prefix", false},
 		{"forward secret and secrets", p(func(p *Provider) {
-			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "whsec_c2VjcmV0", Secrets: []Secret{"whsec_c2VjcmV0"}}
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5", Secrets: []Secret{"whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5"}}
 		}), "providers.p.effects.forward.secrets", "set secret or secrets, not both", false},
 		{"forward secrets entry not base64", p(func(p *Provider) {
-			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{"whsec_c2VjcmV0", "plain words"}}
+			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{"whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5", "plain words"}}
 		}), "providers.p.effects.forward.secrets[1]", "not base64 after the optional whsec_ prefix", false},
 		{"forward secrets entry empty", p(func(p *Provider) {
 			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{""}}
 		}), "providers.p.effects.forward.secrets[0]", "empty", false},
-		{"forward secrets without url", p(func(p *Provider) { p.Effects.Forward.Secrets = []Secret{"whsec_c2VjcmV0"} }), "providers.p.effects.forward.secrets", "ignored: forward.url is empty", true},
+		{"forward secrets without url", p(func(p *Provider) { p.Effects.Forward.Secrets = []Secret{"whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5"} }), "providers.p.effects.forward.secrets", "ignored: forward.url is empty", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -268,12 +273,12 @@ func TestValidateValidVariants(t *testing.T) {
 		{"signed header id", p(func(p *Provider) { p.EventID = []string{"header:Webhook-Id", "json:/id"} })},
 		{"no event id", p(func(p *Provider) { p.EventID = []string{} })},
 		{"tolerance 0 on github", p(func(p *Provider) {
-			p.Signature, p.EventID = Signature{Scheme: SchemeGitHub, Secrets: []Secret{"x"}}, nil
+			p.Signature, p.EventID = Signature{Scheme: SchemeGitHub, Secrets: []Secret{"x-secret-of-the-tests"}}, nil
 		})},
 		{"hmac with header", p(func(p *Provider) {
-			p.Signature, p.EventID = Signature{Scheme: SchemeHMACSHA256, Secrets: []Secret{"x"}, Header: "X-Signature"}, []string{"json:/id"}
+			p.Signature, p.EventID = Signature{Scheme: SchemeHMACSHA256, Secrets: []Secret{"x-secret-of-the-tests"}, Header: "X-Signature"}, []string{"json:/id"}
 		})},
-		{"whsec without prefix", p(func(p *Provider) { p.Signature.Secrets = []Secret{"c2VjcmV0"} })},
+		{"whsec without prefix", p(func(p *Provider) { p.Signature.Secrets = []Secret{"aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5"} })},
 		{"json pointer escapes", p(func(p *Provider) { p.Subject = "json:/a~1b/~0c/0" })},
 		{"fields", p(func(p *Provider) { p.Fallback, p.KeyFields = FallbackFields, []string{"/a", "/b"} })},
 		{"reject", p(func(p *Provider) { p.Fallback = FallbackReject })},
@@ -283,7 +288,7 @@ func TestValidateValidVariants(t *testing.T) {
 		{"publish all placeholders", p(func(p *Provider) { p.Effects.Publish = new("grants.{provider}.{account}.{subject}.{type}") })},
 		{"publish inside a token", p(func(p *Provider) { p.Effects.Publish = new("grants.x-{provider}.{type}") })},
 		{"forward", p(func(p *Provider) {
-			p.Effects.Forward = Forward{URL: "http://127.0.0.1:9000/in?x=1", Timeout: time.Second, Secret: "whsec_c2VjcmV0"}
+			p.Effects.Forward = Forward{URL: "http://127.0.0.1:9000/in?x=1", Timeout: time.Second, Secret: "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5"}
 		})},
 	}
 	for _, tt := range tests {
@@ -323,7 +328,7 @@ consumer:
   workers: 0
 providers:
   gh:
-    signature: { scheme: github, secrets: [x] }
+    signature: { scheme: github, secrets: [x-secret-of-the-tests] }
     event_id: ["header:X-GitHub-Delivery"]
   bad:
     signature:
@@ -399,8 +404,8 @@ func TestProblemString(t *testing.T) {
 // forward.secrets reads each entry as a secret (${VAR}, file:) and signs
 // with all of them; forward.secret alone stays one.
 func TestForwardSecretsParse(t *testing.T) {
-	c := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secrets: ["${FWD_NEXT}", whsec_c2VjcmV0] } }
-`, map[string]string{"FWD_NEXT": "whsec_bmV4dA=="})
+	c := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secrets: ["${FWD_NEXT}", whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5] } }
+`, map[string]string{"FWD_NEXT": "whsec_bmV4dC1rZXktb2YtdGhlLWNvbmZpZy10ZXN0cw=="})
 	if ps := c.Check(); len(ps) != 0 {
 		t.Fatalf("Check() = \n%v\nwant nothing", ps)
 	}
@@ -408,12 +413,12 @@ func TestForwardSecretsParse(t *testing.T) {
 	for _, s := range c.Providers["p"].Effects.Forward.SigningSecrets() {
 		got = append(got, s.Reveal())
 	}
-	if want := []string{"whsec_bmV4dA==", "whsec_c2VjcmV0"}; !slices.Equal(got, want) {
+	if want := []string{"whsec_bmV4dC1rZXktb2YtdGhlLWNvbmZpZy10ZXN0cw==", "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5"}; !slices.Equal(got, want) {
 		t.Fatalf("SigningSecrets() = %q, want %q", got, want)
 	}
-	one := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secret: whsec_c2VjcmV0 } }
+	one := mustParse(t, baseYAML+`    effects: { forward: { url: "https://h/x", secret: whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5 } }
 `, nil)
-	if got := one.Providers["p"].Effects.Forward.SigningSecrets(); len(got) != 1 || got[0].Reveal() != "whsec_c2VjcmV0" {
+	if got := one.Providers["p"].Effects.Forward.SigningSecrets(); len(got) != 1 || got[0].Reveal() != "whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5" {
 		t.Fatalf("SigningSecrets() with secret alone = %d secrets, want that one", len(got))
 	}
 }
