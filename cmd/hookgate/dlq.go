@@ -311,7 +311,11 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 	}
 	switch out.Decision {
 	case consumer.Retry:
-		// Not decided (KV or NATS trouble): the letter stays as it is.
+		// Not decided (KV or NATS trouble, or the interrupt cut its
+		// effects short): the letter stays as it is.
+		if ctx.Err() != nil {
+			return fmt.Sprintf("%d\t%s\t%s\t%s (letter kept)", seq, ev.Key, decInterrupted, joinReason(interruptedReason, out.Reason)), notRefed, ""
+		}
 		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed, ""
 	case consumer.DeadLettered:
 		rec1(event.DecisionDlqRefed, "failed again: "+out.Reason)

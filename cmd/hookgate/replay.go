@@ -31,8 +31,12 @@ const (
 	// dead-lettered), a config copied from another instance wrote a letter
 	// and a dead-lettered record for every stored event of the provider,
 	// applied ones included, and exited 0 (review A).
-	decNotInConfig   = "not-in-config"
-	decSkippedReason = "skipped: beyond the horizon (use --force)"
+	decNotInConfig = "not-in-config"
+	// decInterrupted: the event's effects were cut short by an interrupt
+	// (Ctrl-C) part way; its subject's lease was given back.
+	decInterrupted    = "interrupted"
+	interruptedReason = "stopped while its effects ran: a forward cut short may have reached its receiver; the run that goes on sends it again with the same Idempotency-Key"
+	decSkippedReason  = "skipped: beyond the horizon (use --force)"
 	// forcedReason goes with an event --force applies from beyond the
 	// horizon.
 	forcedReason = "forced beyond the horizon: if it was applied before, this repeats it"
@@ -179,6 +183,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 			return nil
 		}
 		decision, reason := replayOne(ctx, proc, ro, forwards, audit, letters, horizon, ev, *dryRun, *redeliver, *force)
+		if decision == decFailed && ctx.Err() != nil {
+			// Cut short by the interrupt, not refused: said "failed",
+			// though a forward in flight may have reached its receiver.
+			decision, reason = decInterrupted, joinReason(interruptedReason, reason)
+		}
 		counts[decision]++
 		rows.row(m.Seq, ev.Key, decision, reason)
 		progress.step(total)

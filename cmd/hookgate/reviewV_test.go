@@ -323,6 +323,10 @@ func TestReviewVInterruptedDLQReplayStops(t *testing.T) {
 			t.Errorf("interrupted during the first letter (%s, %s), dlq replay reports one it never tried: %q\nstdout:\n%s", firstSeq, first, line, out.String())
 		}
 	}
+	// Reported interrupted, not failed: its receiver may have taken it.
+	if !regexp.MustCompile(`(?m)^` + firstSeq + `\s+\S+\s+interrupted\s+stopped while its effects ran.*\(letter kept\)$`).MatchString(out.String()) {
+		t.Errorf("interrupted dlq replay: want letter %s reported interrupted, letter kept:\n%s", firstSeq, out.String())
+	}
 	if r := review9Run(t, "", "dlq", "list", "--config", live); !strings.Contains(r.stdout, "3 letters") {
 		t.Errorf("after the interrupted dlq replay, DLQ should still hold the 3 letters:\n%s", r.stdout)
 	}
