@@ -179,6 +179,12 @@ func TestDeriveKey(t *testing.T) {
 			want: "shop:" + long(100) + ":evt:e", kind: KeyEvent, account: long(100)},
 		{name: "account of 101 bytes is hashed", rule: accountRule, body: `{"id":"e","acct":"` + long(101) + `"}`,
 			want: "shop:acct#" + sha256Hex(long(101)) + ":evt:e", kind: KeyEvent, account: long(101)},
+		// An account spelling another's hash is hashed too: kept as it
+		// is, it shared the keys of "a:b" (a dedup audit, stop 40).
+		{name: "account that spells a hash is hashed", rule: accountRule, body: `{"id":"e","acct":"acct#` + sha256Hex("a:b") + `"}`,
+			want: "shop:acct#" + sha256Hex("acct#"+sha256Hex("a:b")) + ":evt:e", kind: KeyEvent, account: "acct#" + sha256Hex("a:b")},
+		{name: "account starting acct# is hashed", rule: accountRule, body: `{"id":"e","acct":"acct#1"}`,
+			want: "shop:acct#" + sha256Hex("acct#1") + ":evt:e", kind: KeyEvent, account: "acct#1"},
 		{name: "account in digest key", rule: accountRule, body: `{"acct":"J"}`,
 			want: "shop:J:dig:" + sha256Hex(`{"acct":"J"}`), kind: KeyDigest, account: "J"},
 	}
