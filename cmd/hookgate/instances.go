@@ -44,6 +44,10 @@ type instanceDoc struct {
 	Problem  string    `json:"problem,omitempty"`
 	Applying bool      `json:"applying"`
 	Paused   bool      `json:"paused,omitempty"`
+	// HorizonSeconds: a gateway's dedup.horizon, so that status counts
+	// the dedup store by the running gateway's horizon, not by whatever
+	// the CLI's config says (absent from a serve before stop 40).
+	HorizonSeconds int64 `json:"horizon_seconds,omitempty"`
 }
 
 // instanceReporter builds serve's answer on jetstream.SubjectInstances.
@@ -87,6 +91,7 @@ func newInstanceReporter(cfg *config.Config, listeners []listener, started time.
 	}
 	if cfg.Roles.Gateway {
 		d.Roles = append(d.Roles, "gateway")
+		d.HorizonSeconds = seconds(cfg.Dedup.Horizon)
 	}
 	if cfg.Roles.Consumer {
 		d.Roles = append(d.Roles, "consumer")
@@ -171,6 +176,19 @@ type instancesView struct {
 // embedded server's listen there may be more than one too: serves with
 // nats.url pointed at it (a consumer-only one, a gateway beside a
 // consumer-only embedded hookgate; review I).
+// gatewayHorizon is the shortest dedup.horizon of the answering gateways
+// (the keys every one of them answers duplicate for); false when none
+// said one.
+func (v instancesView) gatewayHorizon() (time.Duration, bool) {
+	var h time.Duration
+	for _, d := range v.Docs {
+		if d.HorizonSeconds > 0 && (h == 0 || time.Duration(d.HorizonSeconds)*time.Second < h) {
+			h = time.Duration(d.HorizonSeconds) * time.Second
+		}
+	}
+	return h, h > 0
+}
+
 func askInstances(ctx context.Context, sys *system, via string) instancesView {
 	if via == viaDataDir {
 		return instancesView{None: "no serve runs (status opened data_dir itself)"}

@@ -62,7 +62,14 @@ func runStatus(ctx context.Context, args []string, getenv func(string) string, s
 	// answer, where they explain the most (review I).
 	via := viaOf(cfg, sys)
 	inst := askInstances(ctx, sys, via)
-	st, err := jetstream.ReadStatus(ctx, sys.conn, jetstream.StatusOptions{Horizon: cfg.Dedup.Horizon})
+	// The dedup store is counted by the running gateways' horizon where
+	// they say it: by this config's, status counted keys a gateway with a
+	// shorter horizon accepts again (a dedup audit, stop 40).
+	horizon, running := inst.gatewayHorizon()
+	if !running || seconds(horizon) == seconds(cfg.Dedup.Horizon) {
+		horizon = cfg.Dedup.Horizon // the same, to the second they say it in
+	}
+	st, err := jetstream.ReadStatus(ctx, sys.conn, jetstream.StatusOptions{Horizon: horizon})
 	if err != nil {
 		if !*asJSON {
 			writeInstances(stdout, inst)
@@ -171,7 +178,8 @@ func viaOf(cfg *config.Config, sys *system) string {
 //	                     a watermark rule publishing to a subject with
 //	                     {subject} remembers by its GRANTS messages instead
 //	dedup
-//	  horizon_seconds    dedup.horizon
+//	  horizon_seconds    dedup.horizon: the running gateways' (the shortest)
+//	                     where they answer, else this config's
 //	  since              now - horizon
 //	  first_seq          first WEBHOOKS sequence stored since then; 0: none
 //	  store_size         WEBHOOKS messages stored since then: the keys
@@ -448,6 +456,9 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 		size = fmt.Sprintf("%d %s stored in the last %s", d.StoreSize, noun, shortDuration(d.Horizon))
 		if d.StoreSize > 0 {
 			size += fmt.Sprintf(" (WEBHOOKS seq %d-%d)", d.FirstSeq, d.FirstSeq+d.StoreSize-1)
+		}
+		if d.Horizon != cfg.Dedup.Horizon {
+			size += fmt.Sprintf(" (the running gateway's dedup.horizon; this config says %s)", shortDuration(cfg.Dedup.Horizon))
 		}
 	}
 	switch d.KeyIndex {

@@ -190,3 +190,29 @@ func TestStatusShowsASnapshotPathThatIsNotAFile(t *testing.T) {
 		t.Errorf("status output lacks %q:\n%s", want, out.String())
 	}
 }
+
+// status counts the dedup store by the running gateway's horizon, not by
+// the CLI config's: with a copy of the config whose dedup.horizon is
+// longer, status counted keys the gateway already accepts again as new
+// (a dedup audit, stop 40).
+func TestStatusCountsByTheRunningGatewaysHorizon(t *testing.T) {
+	dataDir, natsAddr := t.TempDir(), freeAddr(t)
+	serveCfg := reviewAConfig(t, dataDir, natsAddr, "dedup: { horizon: 20s, window: 5s }\n", review6Provider)
+	cliCfg := reviewAConfig(t, dataDir, natsAddr, "dedup: { horizon: 1m, window: 5s }\n", review6Provider)
+	s := review7Start(t, serveCfg, true)
+	if code := review6Post(t, s.base, `{"id":"e1","grant_id":"G-1","at":"2026-12-05T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post: %d", code)
+	}
+	r := review9Run(t, "", "status", "--config", cliCfg)
+	if want := "1 key stored in the last 20s (WEBHOOKS seq 1-1) (the running gateway's dedup.horizon; this config says 1m)"; !strings.Contains(r.stdout, want) {
+		t.Errorf("status with a config saying 1m beside a gateway keeping 20s: want %q\n%s%s", want, r.stdout, r.stderr)
+	}
+	j := review9Run(t, "", "status", "--json", "--config", cliCfg)
+	if !strings.Contains(j.stdout, `"horizon_seconds": 20,`) {
+		t.Errorf("status --json: dedup.horizon_seconds is not the running gateway's 20\n%s", j.stdout)
+	}
+	// The serve's own config: no remark.
+	if r := review9Run(t, "", "status", "--config", serveCfg); !strings.Contains(r.stdout, "1 key stored in the last 20s (WEBHOOKS seq 1-1);") {
+		t.Errorf("status with the serve's config:\n%s", r.stdout)
+	}
+}
