@@ -226,8 +226,27 @@ func serverLogKey(format string) string {
 // TokenFile is where a generated token is kept, relative to data_dir.
 const TokenFile = "nats.token"
 
-// lockFile guards data_dir against a second process.
-const lockFile = "hookgate.lock"
+// LockFile, in data_dir, guards it against a second process.
+const LockFile = "hookgate.lock"
+
+// RestoreMarkFile, in data_dir, says a restore into it began and has not
+// finished: hookgate restore writes it before the first stream and
+// removes it after the last. A restore killed part way (kill -9, or a
+// second Ctrl-C while it cleaned up) left some streams restored, WEBHOOKS
+// partly, and serve ran on them with every check green while the
+// backup's unapplied events were gone (an operator tools audit, stop 40).
+// StartEmbedded refuses such a data_dir.
+const RestoreMarkFile = "restore-unfinished"
+
+// unfinishedRestore returns ErrUnfinishedRestore, saying what to do, when
+// dir holds RestoreMarkFile.
+func unfinishedRestore(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, RestoreMarkFile)); err != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s (hookgate restore was stopped part way; its streams are incomplete, and events of the backup would be missing without a word): empty it and run hookgate restore again",
+		ErrUnfinishedRestore, dir)
+}
 
 // StartEmbedded locks DataDir (unless given its lock), starts the server
 // and waits until it accepts connections. It returns ErrDataDirLocked
@@ -240,6 +259,10 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		if lock, err = LockDataDir(o.DataDir); err != nil {
 			return nil, err
 		}
+	}
+	if err := unfinishedRestore(o.DataDir); err != nil {
+		_ = lock.Close()
+		return nil, err
 	}
 	token := o.Token
 	if token == "" {
@@ -374,7 +397,7 @@ func LockDataDir(dir string) (*os.File, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data_dir: %w", err)
 	}
-	path := filepath.Join(dir, lockFile)
+	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
@@ -391,6 +414,27 @@ func LockDataDir(dir string) (*os.File, error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f, nil
+}
+
+// LockHolder returns the pid of the process that holds dir's lock
+// ("unknown" when it wrote none), "" when no process does. It creates and
+// writes nothing.
+func LockHolder(dir string) string {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return ""
+	}
+	holder, _ := os.ReadFile(path)
+	if pid := strings.TrimSpace(string(holder)); pid != "" {
+		return pid
+	}
+	return "unknown"
 }
 
 // ReadToken returns the token stored in dir's token file.

@@ -301,6 +301,22 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if cfg.NATS.URL != "" {
 		o = jetstream.RestoreOptions{Replicas: cfg.NATS.Replicas, ClusterHorizon: cfg.Dedup.Horizon}
 	}
+	// Marked unfinished until the last stream is in: a restore killed part
+	// way leaves a data_dir that serve and the CLI refuse, not one they
+	// run on (a failed one is emptied, the mark with it).
+	mark := ""
+	if cfg.NATS.URL == "" {
+		mark = filepath.Join(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile)
+		if err := writeSynced(mark, fmt.Sprintf("hookgate restore from %s began at %s and has not finished\n", *from, time.Now().UTC().Format(time.RFC3339))); err != nil {
+			return fmt.Errorf("restore: %w", err)
+		}
+	}
+	// Cleaning up after an interrupt takes seconds: said at once, or a
+	// second Ctrl-C cuts it short (an operator tools audit, stop 40).
+	stopNote := context.AfterFunc(ctx, func() {
+		fmt.Fprintln(stderr, "hookgate: restore: interrupted: removing what was restored, so it can run again")
+	})
+	defer stopNote()
 	var done []string
 	for _, b := range m.Streams {
 		if err := restoreOne(ctx, sys.conn, *from, b, o); err != nil {
@@ -316,6 +332,11 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 		done = append(done, b.Name)
 		msgs, consumers := b.counts()
 		fmt.Fprintf(stdout, "restored %s\t%d messages\t%d consumers\n", b.Name, msgs, consumers)
+	}
+	if mark != "" {
+		if err := os.Remove(mark); err != nil {
+			return fmt.Errorf("restore: every stream is restored, but its mark %s could not be removed (serve refuses the data_dir while it is there): %w", mark, err)
+		}
 	}
 	audit, stopAudit := startAudit(sys, logger, 16, nil)
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionRestored, Actor: event.ActorOperator,
@@ -387,9 +408,33 @@ func newDataDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("restore: nats.embedded.data_dir: %w", err)
 	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, jetstream.RestoreMarkFile)); err == nil {
+			return fmt.Errorf("restore: nats.embedded.data_dir %s holds a restore that did not finish (stopped part way): empty it, then run restore again", dir)
+		}
+		if held := jetstream.LockHolder(dir); held != "" {
+			// A running serve's: "move this one away" was the advice.
+			return fmt.Errorf("restore: nats.embedded.data_dir %s is in use by process %s (a running serve?): restore onto a new data_dir, with a copy of the config pointing at it", dir, held)
+		}
 		return fmt.Errorf("restore: nats.embedded.data_dir %s is not empty: restore onto a new data_dir (point the config at a new directory, or move this one away)", dir)
 	}
 	return nil
+}
+
+// writeSynced writes text to path and syncs it to disk.
+func writeSynced(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // emptyDir removes everything in dir, keeping dir.
