@@ -107,10 +107,12 @@ func pruneMarks(ctx context.Context, sys *system, audit *jetstream.AuditWriter, 
 		verb = "would prune"
 	}
 	var n pruneCounts
+	read := 0
 	err := jetstream.ReadMarks(ctx, sys.conn, provider, func(e jetstream.MarkEntry) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		read++
 		switch {
 		case isKeyShard(e.Key):
 			// The leases of subject-less events: at most
@@ -149,6 +151,12 @@ func pruneMarks(ctx context.Context, sys *system, audit *jetstream.AuditWriter, 
 		fmt.Fprintf(stdout, "%s\t%s\tmark %s\twritten %s\n", verb, printable(e.Key), markTime(e), e.Written.UTC().Format(time.RFC3339))
 		return nil
 	})
+	if _, ok := sys.cfg.Providers[provider]; err == nil && provider != "" && read == 0 && !ok {
+		// A typo answered "would prune 0 marks", exit 0 (an operator tools
+		// audit, stop 40); dlq refuses the same (review V). A provider
+		// removed from the config but with marks left is still a filter.
+		return fmt.Errorf("watermarks prune: --provider %q is not in the config and no mark in WATERMARKS has it", provider)
+	}
 	fmt.Fprintf(stdout, "%s\n", n.summary(verb, age, cutoff, dryRun))
 	if err != nil {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {

@@ -165,6 +165,16 @@ func TestWatermarksPrune(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "--older-than 2s is less than retention.webhooks.max_age (2s) plus dedup.horizon (1s), 3s") {
 		t.Errorf("--older-than under the bound: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A --provider neither in the config nor on any mark: a typo, refused
+	// (it answered "would prune 0 marks", exit 0); the config's own
+	// provider filters.
+	r = review9Run(t, "", "watermarks", "prune", "--config", cfgPath, "--dry-run", "--provider", "pp")
+	if r.code != 1 || !strings.Contains(r.stderr, `--provider "pp" is not in the config and no mark in WATERMARKS has it`) {
+		t.Errorf("prune --provider pp (a typo): exit %d, want 1 naming it\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = review9Run(t, "", "watermarks", "prune", "--config", cfgPath, "--dry-run", "--provider", "p"); r.code != 0 {
+		t.Errorf("prune --provider p: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // A watermark-pruned record that does not reach AUDIT (here AUDIT is
