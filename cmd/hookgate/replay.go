@@ -35,7 +35,7 @@ const (
 	// decInterrupted: the event's effects were cut short by an interrupt
 	// (Ctrl-C) part way; its subject's lease was given back.
 	decInterrupted    = "interrupted"
-	interruptedReason = "stopped while its effects ran: a forward cut short may have reached its receiver; the run that goes on sends it again with the same Idempotency-Key"
+	interruptedReason = "stopped while its effects ran: a forward cut short may have reached its receiver; a rerun sends it again with the same Idempotency-Key, unless a newer event of its subject applies first (then it is stale)"
 	decSkippedReason  = "skipped: beyond the horizon (use --force)"
 	// forcedReason goes with an event --force applies from beyond the
 	// horizon.
