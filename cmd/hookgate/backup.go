@@ -585,7 +585,10 @@ func pauseConsumers(ctx context.Context, sys *system, stdout io.Writer) (paused 
 		mu.Unlock()
 		if len(failed) > 0 {
 			resume()
-			return nil, noop, fmt.Errorf("backup: the consumer of %s did not pause, so the streams cannot be read at one moment; nothing written. Upgrade or stop that serve, or back up a file-system snapshot of data_dir", strings.Join(failed, "; "))
+			// One sentence per serve, then what to do (a run-on sentence
+			// read "the consumer of X: the events ... within 2m0s did not
+			// pause", an operator tools audit, stop 40).
+			return nil, noop, fmt.Errorf("backup: a consumer did not pause, so the streams cannot be read at one moment; nothing written (%s). Try again once its events under way finish (a slow forward receiver), upgrade or stop a serve that does not answer, or back up a file-system snapshot of data_dir", strings.Join(failed, "; "))
 		}
 		again, err := consumerServes(ctx, sys)
 		if err != nil {

@@ -338,7 +338,7 @@ func TestBackupRefusedWhenAConsumerDoesNotPause(t *testing.T) {
 	s, cfg, c := serveBesideAnOldServe(t, 3*time.Second)
 	out := filepath.Join(t.TempDir(), "backup")
 	r := review9Run(t, "", "backup", "--config", cfg, "--out", out)
-	if r.code != 1 || !strings.Contains(r.stderr, "the consumer of old-host/7: no answer") || !strings.Contains(r.stderr, "did not pause") {
+	if r.code != 1 || !strings.Contains(r.stderr, "(old-host/7: no answer") || !strings.Contains(r.stderr, "did not pause") {
 		t.Fatalf("backup with a consumer that does not pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
