@@ -297,6 +297,28 @@ func TestRemoveMsgAfterALostAnswer(t *testing.T) {
 	if err := RemoveMsg(t.Context(), c, StreamDLQ, ack.Sequence+10); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("remove of a letter never there: %v, want ErrNotFound", err)
 	}
+	// One removed already between two others (the server's "sequence N
+	// not found", another code than for the stream's first or last): not
+	// found, not "jetstream unavailable".
+	var seqs []uint64
+	for range 3 {
+		a, err := c.JS.Publish(t.Context(), "dlq.p.a", []byte("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, a.Sequence)
+	}
+	if err := DeleteMsg(t.Context(), c, StreamDLQ, seqs[1]); err != nil {
+		t.Fatal(err)
+	}
+	for name, remove := range map[string]func() error{
+		"DeleteMsg": func() error { return DeleteMsg(t.Context(), c, StreamDLQ, seqs[1]) },
+		"RemoveMsg": func() error { return RemoveMsg(t.Context(), c, StreamDLQ, seqs[1]) },
+	} {
+		if err := remove(); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrUnavailable) {
+			t.Errorf("%s of a letter removed already, between two others: %v, want ErrNotFound", name, err)
+		}
+	}
 	wh, err := c.JS.Publish(t.Context(), "webhooks.p.a", []byte("{}"))
 	if err != nil {
 		t.Fatal(err)

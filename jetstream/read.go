@@ -250,14 +250,27 @@ const codeMsgDeleteFailed = 10057
 // replay` said "jetstream unavailable" for a letter a replay had removed).
 // nats.go keeps only the server's error text (ErrMsgDeleteUnsuccessful
 // with it, not the APIError), so its code and description are read there.
+//
+// A message deleted already between others (not the stream's first or
+// last) is another code, 10043 ("sequence N not found"): that too said
+// "jetstream unavailable" (two dlq replays at once, an operator tools
+// audit, stop 40).
 func deleteFoundNothing(err error) bool {
 	if !errors.Is(err, js.ErrMsgDeleteUnsuccessful) {
 		return false
 	}
 	d := strings.ToLower(err.Error())
-	return strings.Contains(d, fmt.Sprintf("err_code=%d", codeMsgDeleteFailed)) &&
-		(strings.Contains(d, "no message found") || strings.Contains(d, "not found") || strings.Contains(d, "store eof"))
+	switch {
+	case strings.Contains(d, fmt.Sprintf("err_code=%d", codeSequenceNotFound)):
+		return strings.Contains(d, "not found")
+	case strings.Contains(d, fmt.Sprintf("err_code=%d", codeMsgDeleteFailed)):
+		return strings.Contains(d, "no message found") || strings.Contains(d, "not found") || strings.Contains(d, "store eof")
+	}
+	return false
 }
+
+// codeSequenceNotFound is nats-server's JSSequenceNotFoundErrF.
+const codeSequenceNotFound = 10043
 
 // ErrNotFound: no such message.
 var ErrNotFound = errors.New("not found")
