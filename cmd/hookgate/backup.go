@@ -155,6 +155,11 @@ func backupDir(dir string) (created bool, err error) {
 	case err != nil:
 		return false, fmt.Errorf("backup: --out: %w", err)
 	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, manifestFile)); errors.Is(err, os.ErrNotExist) && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.HasSuffix(e.Name(), ".snap") }) {
+			// Snapshots without a manifest: a backup killed part way,
+			// which restore refuses; not "another" backup.
+			return false, fmt.Errorf("backup: --out %s holds a backup that did not finish (snapshot files, no %s: it was stopped part way, and restore refuses it): remove it, or give a new directory", dir, manifestFile)
+		}
 		return false, fmt.Errorf("backup: --out %s is not empty: give a new directory (a backup never overwrites another)", dir)
 	}
 	// It will hold every stored body: as private as one made here.

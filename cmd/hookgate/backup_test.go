@@ -379,3 +379,32 @@ func TestBackupRefusedWhenNoServeAnswers(t *testing.T) {
 		t.Fatalf("a subscriber that does not answer: %v, %v; want the backup refused", want, err)
 	}
 }
+
+// backup --out into what a killed backup left (snapshot files, no
+// manifest) says so, where it said "a backup never overwrites another" of
+// a directory restore refuses as no backup (an operator tools audit, stop
+// 40); a finished backup or other files are "not empty".
+func TestBackupDirSaysWhatIsThere(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		files []string
+		want  string
+	}{
+		{"killed backup", []string{"DLQ.snap", "KV_WATERMARKS.snap"}, "holds a backup that did not finish (snapshot files, no manifest.json"},
+		{"finished backup", []string{"DLQ.snap", manifestFile}, "is not empty: give a new directory (a backup never overwrites another)"},
+		{"other files", []string{"notes.txt"}, "is not empty: give a new directory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range tt.files {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			created, err := backupDir(dir)
+			if created || err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("backupDir = %v, %v; want an error saying %q", created, err, tt.want)
+			}
+		})
+	}
+}
