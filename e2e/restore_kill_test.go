@@ -95,7 +95,9 @@ providers:
 			t.Fatal(err)
 		}
 	}
-	if out, errOut, code := cli(t, "restore", "--config", cfg2, "--from", bk); code != 0 || !strings.Contains(out, fmt.Sprintf("restored WEBHOOKS\t%d messages", n)) {
+	// (cfg2 sets no token: the restore says data_dir has a new one.)
+	if out, errOut, code := cli(t, "restore", "--config", cfg2, "--from", bk); code != 0 || !strings.Contains(out, fmt.Sprintf("restored WEBHOOKS\t%d messages", n)) ||
+		!strings.Contains(out, "data_dir has a new nats.token (the backup holds no token)") {
 		t.Fatalf("restore after emptying: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -350,8 +350,14 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if audit.Failed() > 0 {
 		fmt.Fprintln(stderr, "hookgate: restore: the restore's AUDIT record was not written (the streams are restored)")
 	}
-	fmt.Fprintf(stdout, "restored %d streams from %s (backup taken at %s); start serve with this config: events stored after the backup began and not in it are not there, and the key index is read back from WEBHOOKS before serve takes webhooks\n",
-		len(done), *from, m.Started.Format(time.RFC3339))
+	newToken := ""
+	if cfg.NATS.URL == "" && cfg.NATS.Embedded.Token == "" {
+		// The backup holds no token: said here, not only in the README
+		// (an operator tools audit, stop 40).
+		newToken = fmt.Sprintf("; data_dir has a new %s (the backup holds no token): give it to downstream services and other machines' CLI configs, or put the old one in its place before serve starts", jetstream.TokenFile)
+	}
+	fmt.Fprintf(stdout, "restored %d streams from %s (backup taken at %s); start serve with this config: events stored after the backup read WEBHOOKS are not in it, and the key index is read back from WEBHOOKS before serve takes webhooks%s\n",
+		len(done), *from, m.Started.Format(time.RFC3339), newToken)
 	return nil
 }
 

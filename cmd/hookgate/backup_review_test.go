@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -485,5 +488,65 @@ func TestReviewBARestoreAfterTheHorizonAppliesAgain(t *testing.T) {
 	}
 	if !slices.Contains(grants, k1) {
 		t.Errorf("e1 was not applied after the restore")
+	}
+}
+
+// A restore killed part way (kill -9, or a second Ctrl-C while it cleaned
+// up) left the streams restored so far and a partial WEBHOOKS; serve ran
+// on them with PROBLEMS none, the backup's unapplied events gone (an
+// operator tools audit, stop 40). Restore now marks data_dir unfinished
+// until its last stream is in: what a kill leaves (the streams, the mark)
+// is refused by serve and every command, and by a second restore with
+// what to do; a restore that finished leaves no mark. A restore aimed at
+// a running serve's data_dir names the process instead of advising to
+// move the directory. (The e2e TestRestoreKilledDuringWebhooksIsRefused
+// kills a real restore.)
+func TestRestoreKilledPartWayIsRefused(t *testing.T) {
+	a, cfgA, c := reviewBAServe(t, "", "")
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range 5 {
+		_, body := backupEvent(i)
+		if code, _, err := backupPost(client, a.base, body); err != nil || code != 200 {
+			t.Fatalf("post: %d %v", code, err)
+		}
+	}
+	waitApplied(t, c, a)
+	good := filepath.Join(t.TempDir(), "backup")
+	if r := review9Run(t, "", "backup", "--config", cfgA, "--out", good); r.code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := review9Run(t, "", "restore", "--config", cfgA, "--from", good); r.code != 1 || !strings.Contains(r.stderr, "is in use by process") {
+		t.Errorf("restore onto the running serve's data_dir: exit %d, want 1 naming the process that holds it\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := a.stop(t); err != nil {
+		t.Fatal(err)
+	}
+
+	dirB := filepath.Join(t.TempDir(), "b")
+	cfgB := reviewBAConfig(t, dirB, "", "", "")
+	if r := review9Run(t, "", "restore", "--config", cfgB, "--from", good); r.code != 0 || strings.Contains(r.stdout, "new nats.token") {
+		t.Fatalf("restore (its config sets the token: no new one): exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	mark := filepath.Join(dirB, jetstream.RestoreMarkFile)
+	if _, err := os.Stat(mark); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a finished restore left its mark %s (%v)", mark, err)
+	}
+	// What a kill between two streams leaves: the streams so far, and the
+	// mark.
+	if err := os.WriteFile(mark, []byte("hookgate restore began and has not finished\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb lockedBuf
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"serve", "--config", cfgB}, func(string) string { return "" }, nil, &out, &errb)
+	if !errors.Is(err, jetstream.ErrUnfinishedRestore) || ctx.Err() != nil {
+		t.Errorf("serve on a data_dir whose restore did not finish: %v (within 30 s: %v), want it refused\n%s", err, ctx.Err() == nil, errb.String())
+	}
+	if r := review9Run(t, "", "status", "--config", cfgB); r.code != 1 || !strings.Contains(r.stderr, "holds a restore that did not finish") || !strings.Contains(r.stderr, "run hookgate restore again") {
+		t.Errorf("status on it: exit %d, want 1 saying so\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := review9Run(t, "", "restore", "--config", cfgB, "--from", good); r.code != 1 || !strings.Contains(r.stderr, "holds a restore that did not finish (stopped part way): empty it") {
+		t.Errorf("restore onto it: exit %d, want 1 saying to empty it first\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
