@@ -1,0 +1,99 @@
+package jetstream
+
+import (
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// noLeaderOnce returns c with its JetStream API behind a relay that
+// answers the first request on API subject api the way a member of a
+// clustered stream's group answers while the group has no leader
+// (nats-server jsMsgDeleteRequest: isGroupLeaderless ->
+// NewJSClusterNotAvailError, 503 / 10008), and passes every other request
+// on to the server.
+func noLeaderOnce(t *testing.T, c *Conn, api string) (*Conn, *atomic.Int32) {
+	t.Helper()
+	prefix := "noleader." + nuid.Next() + ".api"
+	answered := new(atomic.Int32)
+	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
+		sub := strings.TrimPrefix(m.Subject, prefix+".")
+		if sub == api && answered.CompareAndSwap(0, 1) {
+			_ = m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`))
+			return
+		}
+		resp, err := c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + sub, Header: m.Header, Data: m.Data}, 5*time.Second)
+		if err != nil {
+			return
+		}
+		_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := c.NC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := js.NewWithAPIPrefix(c.NC, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Conn{NC: c.NC, JS: j}, answered
+}
+
+// Review 40: RemoveMsg is to ride out a stream leader's election (README:
+// "one answered 'no leader' sooner" is asked again). A clustered stream's
+// members answer a delete during the election with 10008 ("JetStream
+// system temporarily unavailable"); nats.go's DeleteMsg hands that back as
+// ErrMsgDeleteUnsuccessful with the server's text, which RemoveMsg takes
+// for "a refusal the server gave" and returns at once: dlq remove / dlq
+// replay fail during exactly the election they were to ride out.
+func TestReview40RemoveMsgRidesOutANoLeaderAnswer(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	ack, err := c.JS.Publish(t.Context(), "dlq.p.a", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy, answered := noLeaderOnce(t, c, "STREAM.MSG.DELETE."+StreamDLQ)
+	err = returnsWithin(t, 30*time.Second, func() error { return RemoveMsg(t.Context(), lossy, StreamDLQ, ack.Sequence) })
+	if answered.Load() != 1 {
+		t.Fatalf("the relay answered 'no leader' %d times, want 1: the test did not reach the request it is about", answered.Load())
+	}
+	if err != nil {
+		t.Fatalf("remove whose first answer was the election's 'no leader' (10008): %v; want it asked again and removed", err)
+	}
+	if _, err := GetMsg(t.Context(), c, StreamDLQ, ack.Sequence); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("letter %d after RemoveMsg: %v, want it gone", ack.Sequence, err)
+	}
+}
+
+// Review 40: "not found on a later attempt counts as removed" also when
+// the first attempt never reached the server (a request no server took
+// up mid-election): a letter never there, or removed by another command
+// meanwhile, is reported removed by this one (and audited dlq-removed
+// twice). Only an attempt that may have acted (no answer after it was
+// sent) should make a later not-found a removal.
+func TestReview40RemoveMsgOfALetterNeverThereAfterAnUnsentAttempt(t *testing.T) {
+	e, c := startEmbedded(t, t.TempDir(), testStreams())
+	t.Cleanup(func() { c.Close(); e.Shutdown() })
+	ack, err := c.JS.Publish(t.Context(), "dlq.p.a", []byte("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossy, dropped := lossyAPI(t, c, "STREAM.MSG.DELETE."+StreamDLQ)
+	err = returnsWithin(t, 30*time.Second, func() error { return RemoveMsg(t.Context(), lossy, StreamDLQ, ack.Sequence+10) })
+	if dropped.Load() != 1 {
+		t.Fatalf("%d requests dropped, want 1", dropped.Load())
+	}
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove of letter %d, never in DLQ, its first request never reaching the server: %v; want ErrNotFound, not a removal", ack.Sequence+10, err)
+	}
+}
