@@ -34,3 +34,19 @@ func TestReview40RestoreOntoARestoreUnderWayNamesItsProcess(t *testing.T) {
 		t.Errorf("second restore onto a data_dir a running restore holds: %v\nwant the process that holds it named, not advice to empty it", err)
 	}
 }
+
+// Review 40: a backup killed during its first stream leaves only that
+// stream's <name>.snap.part (backupOne renames it to .snap when whole).
+// backupDir looks for ".snap" names only, so --out into those leftovers
+// still says "a backup never overwrites another", the message 3d42e49
+// replaced for a killed backup.
+func TestReview40BackupDirKilledDuringTheFirstStream(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, jetstream.BackupStreams[0]+".snap.part"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := backupDir(dir)
+	if err == nil || !strings.Contains(err.Error(), "holds a backup that did not finish") {
+		t.Errorf("backupDir of a backup killed during its first stream = %v; want it to say the backup did not finish", err)
+	}
+}
