@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -191,9 +193,37 @@ func DeleteMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
 		if deleteFoundNothing(err) {
 			return fmt.Errorf("delete %s %d: %w (%w)", stream, seq, ErrNotFound, err)
 		}
+		if ae := deleteAPIError(err); ae != nil {
+			// nats.go keeps only the server's text: the code read back,
+			// so that an election's "no leader" (10008) is told apart
+			// from a refusal (found by review).
+			err = errors.Join(err, ae)
+		}
 		return classify(fmt.Sprintf("delete %s %d", stream, seq), err)
 	}
 	return nil
+}
+
+// deleteAPIErrorText is how nats.go writes the server's answer to a
+// refused delete into ErrMsgDeleteUnsuccessful's text.
+var deleteAPIErrorText = regexp.MustCompile(`code=(\d+) err_code=(\d+) description=(.*)`)
+
+// deleteAPIError reads the server's APIError back from a refused
+// delete's error (nil when there is none to read).
+func deleteAPIError(err error) *js.APIError {
+	if !errors.Is(err, js.ErrMsgDeleteUnsuccessful) {
+		return nil
+	}
+	m := deleteAPIErrorText.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil
+	}
+	code, err1 := strconv.Atoi(m[1])
+	errCode, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	return &js.APIError{Code: code, ErrorCode: js.ErrorCode(errCode), Description: m[3]}
 }
 
 // ReadMsg is GetMsg for an operator command: it rides out a stream
@@ -211,25 +241,37 @@ func ReadMsg(ctx context.Context, c *Conn, stream string, seq uint64) (StoredMsg
 }
 
 // RemoveMsg is DeleteMsg for an operator command, riding out a leader's
-// election as ReadMsg does. A delete tried again after one left
-// unanswered may find the message gone by that first one: not found on a
-// later attempt counts as removed (the message is gone either way, and
-// the first attempt may have been what removed it).
+// election as ReadMsg does. It reads the message first: one not there is
+// ErrNotFound at once. A delete tried again after one that may have acted
+// (sent, and left unanswered) may find the message gone by that first
+// one: not found then counts as removed (gone either way; the first
+// attempt, or another command meanwhile, removed it). After attempts that
+// cannot have acted (no server took them up, or the answer was the
+// election's "no leader"), not found is not found.
 //
 // A refusal the server gave (a stream that denies deletes) is not tried
 // again: a leader answered it.
 func RemoveMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
-	tries := 0
+	if _, err := ReadMsg(ctx, c, stream, seq); err != nil {
+		return err
+	}
+	mayHaveActed := false
 	var refused error
 	err := rideOutLeader(ctx, "stream "+stream, readStall, func(ctx context.Context) error {
-		tries++
 		err := DeleteMsg(ctx, c, stream, seq)
 		switch {
-		case tries > 1 && errors.Is(err, ErrNotFound):
+		case err == nil:
 			return nil
-		case errors.Is(err, js.ErrMsgDeleteUnsuccessful):
+		case errors.Is(err, ErrNotFound):
+			if mayHaveActed {
+				return nil
+			}
+			return err
+		case errors.Is(err, js.ErrMsgDeleteUnsuccessful) && !transient(err):
 			refused = err
 			return nil
+		case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+			mayHaveActed = true
 		}
 		return err
 	})

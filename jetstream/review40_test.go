@@ -20,11 +20,18 @@ import (
 // on to the server.
 func noLeaderOnce(t *testing.T, c *Conn, api string) (*Conn, *atomic.Int32) {
 	t.Helper()
+	return noLeaderOnceThen(t, c, api, func() {})
+}
+
+// noLeaderOnceThen is noLeaderOnce calling meanwhile before it answers.
+func noLeaderOnceThen(t *testing.T, c *Conn, api string, meanwhile func()) (*Conn, *atomic.Int32) {
+	t.Helper()
 	prefix := "noleader." + nuid.Next() + ".api"
 	answered := new(atomic.Int32)
 	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
 		sub := strings.TrimPrefix(m.Subject, prefix+".")
 		if sub == api && answered.CompareAndSwap(0, 1) {
+			meanwhile()
 			_ = m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`))
 			return
 		}
@@ -76,11 +83,11 @@ func TestReview40RemoveMsgRidesOutANoLeaderAnswer(t *testing.T) {
 }
 
 // Review 40: "not found on a later attempt counts as removed" also when
-// the first attempt never reached the server (a request no server took
-// up mid-election): a letter never there, or removed by another command
-// meanwhile, is reported removed by this one (and audited dlq-removed
-// twice). Only an attempt that may have acted (no answer after it was
-// sent) should make a later not-found a removal.
+// no earlier attempt can have acted: a letter never there, or one another
+// command removed meanwhile, was reported removed by this one (and
+// audited dlq-removed twice). Now a letter not there is not found at
+// once, and after an attempt answered "no leader" (which did nothing) a
+// letter another command removed meanwhile is not found either.
 func TestReview40RemoveMsgOfALetterNeverThereAfterAnUnsentAttempt(t *testing.T) {
 	e, c := startEmbedded(t, t.TempDir(), testStreams())
 	t.Cleanup(func() { c.Close(); e.Shutdown() })
@@ -88,12 +95,23 @@ func TestReview40RemoveMsgOfALetterNeverThereAfterAnUnsentAttempt(t *testing.T) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	lossy, dropped := lossyAPI(t, c, "STREAM.MSG.DELETE."+StreamDLQ)
+	lossy, _ := lossyAPI(t, c, "STREAM.MSG.DELETE."+StreamDLQ)
 	err = returnsWithin(t, 30*time.Second, func() error { return RemoveMsg(t.Context(), lossy, StreamDLQ, ack.Sequence+10) })
-	if dropped.Load() != 1 {
-		t.Fatalf("%d requests dropped, want 1", dropped.Load())
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("remove of letter %d, never in DLQ: %v; want ErrNotFound, not a removal", ack.Sequence+10, err)
+	}
+	// Another command removes the letter while this one's first delete is
+	// answered "no leader".
+	relay, answered := noLeaderOnceThen(t, c, "STREAM.MSG.DELETE."+StreamDLQ, func() {
+		if err := DeleteMsg(t.Context(), c, StreamDLQ, ack.Sequence); err != nil {
+			t.Error(err)
+		}
+	})
+	err = returnsWithin(t, 30*time.Second, func() error { return RemoveMsg(t.Context(), relay, StreamDLQ, ack.Sequence) })
+	if answered.Load() != 1 {
+		t.Fatalf("the relay answered 'no leader' %d times, want 1: the test did not reach the request it is about", answered.Load())
 	}
 	if !errors.Is(err, ErrNotFound) {
-		t.Fatalf("remove of letter %d, never in DLQ, its first request never reaching the server: %v; want ErrNotFound, not a removal", ack.Sequence+10, err)
+		t.Fatalf("remove of a letter another command removed while this one's delete was answered 'no leader': %v; want ErrNotFound, not a removal", err)
 	}
 }
