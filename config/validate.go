@@ -612,8 +612,6 @@ func checkSignature(k *checker, key string, s Signature) {
 	}
 }
 
-// validWhsec reports whether s is a Standard Webhooks secret: base64,
-// optionally prefixed with whsec_, of at least one byte.
 // MinKeyBytes is the shortest signing key config check passes without a
 // warning: 128 bits. A shorter one (a word, "s3cret") can be found by
 // trying guesses against one signed request anyone captured, offline.
@@ -627,6 +625,8 @@ func warnShortKey(k *checker, key string, n int) {
 	}
 }
 
+// validWhsec reports whether s is a Standard Webhooks secret: base64,
+// optionally prefixed with whsec_, of at least one byte.
 func validWhsec(s Secret) bool {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), "whsec_"))
 	return err == nil && len(b) > 0
@@ -664,6 +664,9 @@ func checkForward(k *checker, key string, f Forward) {
 		}
 		if !validWhsec(f.Secret) {
 			k.errorf(key+".secret", "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
+		} else {
+			b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(f.Secret.Reveal(), "whsec_"))
+			warnShortKey(k, key+".secret", len(b))
 		}
 		if len(f.Secrets) > 0 {
 			k.errorf(key+".secrets", "set secret or secrets, not both (secrets: [new, old] while the receiver moves to the new one)")

@@ -426,8 +426,15 @@ func LockHolder(dir string) string {
 		return ""
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+	// Taken for a moment when free: a serve starting in that moment on
+	// this data_dir is told it is held (its pid file names the last
+	// holder). Only "would block" is a holder: another error (a file
+	// system without flock) says nothing of one.
+	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+	case err == nil:
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return ""
+	case !errors.Is(err, syscall.EWOULDBLOCK):
 		return ""
 	}
 	holder, _ := os.ReadFile(path)

@@ -155,7 +155,13 @@ func backupDir(dir string) (created bool, err error) {
 	case err != nil:
 		return false, fmt.Errorf("backup: --out: %w", err)
 	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, manifestFile)); errors.Is(err, os.ErrNotExist) && slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.HasSuffix(e.Name(), ".snap") }) {
+		partial := func(e os.DirEntry) bool {
+			// Whole snapshots, or the one being written (.part, renamed
+			// when whole): a backup killed in its first stream leaves only
+			// that (found by review).
+			return strings.HasSuffix(e.Name(), ".snap") || strings.HasSuffix(e.Name(), ".part")
+		}
+		if _, err := os.Stat(filepath.Join(dir, manifestFile)); errors.Is(err, os.ErrNotExist) && slices.ContainsFunc(entries, partial) {
 			// Snapshots without a manifest: a backup killed part way,
 			// which restore refuses; not "another" backup.
 			return false, fmt.Errorf("backup: --out %s holds a backup that did not finish (snapshot files, no %s: it was stopped part way, and restore refuses it): remove it, or give a new directory", dir, manifestFile)
@@ -340,7 +346,7 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if mark != "" {
 		if err := os.Remove(mark); err != nil {
-			return fmt.Errorf("restore: every stream is restored, but its mark %s could not be removed (serve refuses the data_dir while it is there): %w", mark, err)
+			return fmt.Errorf("restore: its mark %s could not be removed after the last stream: %w", mark, err)
 		}
 	}
 	audit, stopAudit := startAudit(sys, logger, 16, nil)
@@ -419,12 +425,15 @@ func newDataDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("restore: nats.embedded.data_dir: %w", err)
 	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, jetstream.RestoreMarkFile)); err == nil {
-			return fmt.Errorf("restore: nats.embedded.data_dir %s holds a restore that did not finish (stopped part way): empty it, then run restore again", dir)
-		}
+		// The holder first: a restore still running has its mark there
+		// too, and "empty it" would delete the store from under it
+		// (found by review).
 		if held := jetstream.LockHolder(dir); held != "" {
 			// A running serve's: "move this one away" was the advice.
-			return fmt.Errorf("restore: nats.embedded.data_dir %s is in use by process %s (a running serve?): restore onto a new data_dir, with a copy of the config pointing at it", dir, held)
+			return fmt.Errorf("restore: nats.embedded.data_dir %s is in use by process %s (a running serve, or a restore under way?): restore onto a new data_dir, with a copy of the config pointing at it", dir, held)
+		}
+		if _, err := os.Stat(filepath.Join(dir, jetstream.RestoreMarkFile)); err == nil {
+			return fmt.Errorf("restore: nats.embedded.data_dir %s holds a restore that did not finish (stopped part way): empty it, then run restore again", dir)
 		}
 		return fmt.Errorf("restore: nats.embedded.data_dir %s is not empty: restore onto a new data_dir (point the config at a new directory, or move this one away)", dir)
 	}

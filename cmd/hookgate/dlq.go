@@ -314,7 +314,8 @@ func dlqReplayOne(ctx context.Context, sys *system, proc *consumer.Processor, re
 		// Not decided (KV or NATS trouble, or the interrupt cut its
 		// effects short): the letter stays as it is.
 		if ctx.Err() != nil {
-			return fmt.Sprintf("%d\t%s\t%s\t%s (letter kept)", seq, ev.Key, decInterrupted, joinReason(interruptedReason, out.Reason)), notRefed, ""
+			fwd := sys.cfg.Providers[ev.Provider].Effects.Forward.URL != ""
+			return fmt.Sprintf("%d\t%s\t%s\t%s (letter kept)", seq, ev.Key, decInterrupted, joinReason(interruptedReason(ctx, fwd), out.Reason)), notRefed, ""
 		}
 		return fmt.Sprintf("%d\t%s\tfailed\t%s (letter kept)", seq, ev.Key, out.Reason), notRefed, ""
 	case consumer.DeadLettered:

@@ -32,11 +32,11 @@ const (
 	// and a dead-lettered record for every stored event of the provider,
 	// applied ones included, and exited 0 (review A).
 	decNotInConfig = "not-in-config"
-	// decInterrupted: the event's effects were cut short by an interrupt
-	// (Ctrl-C) part way; its subject's lease was given back.
-	decInterrupted    = "interrupted"
-	interruptedReason = "stopped while its effects ran: a forward cut short may have reached its receiver; a rerun sends it again with the same Idempotency-Key, unless a newer event of its subject applies first (then it is stale)"
-	decSkippedReason  = "skipped: beyond the horizon (use --force)"
+	// decInterrupted: the event was cut short by an interrupt (Ctrl-C)
+	// or the command's time before it was decided; its subject's lease
+	// was given back.
+	decInterrupted   = "interrupted"
+	decSkippedReason = "skipped: beyond the horizon (use --force)"
 	// forcedReason goes with an event --force applies from beyond the
 	// horizon.
 	forcedReason = "forced beyond the horizon: if it was applied before, this repeats it"
@@ -186,7 +186,8 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		if decision == decFailed && ctx.Err() != nil {
 			// Cut short by the interrupt, not refused: said "failed",
 			// though a forward in flight may have reached its receiver.
-			decision, reason = decInterrupted, joinReason(interruptedReason, reason)
+			_, forwards := forwards[ev.Provider]
+			decision, reason = decInterrupted, joinReason(interruptedReason(ctx, forwards), reason)
 		}
 		counts[decision]++
 		rows.row(m.Seq, ev.Key, decision, reason)
@@ -228,6 +229,21 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return silentError{1}
 	}
 	return nil
+}
+
+// interruptedReason says why an event ctx cut short was not decided and
+// what that means; forwards: its provider has a forward, which may have
+// reached its receiver (a Ctrl-C before any effect, or for a provider
+// without one, said so too: found by review).
+func interruptedReason(ctx context.Context, forwards bool) string {
+	why := "stopped by the interrupt before it was decided"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		why = "stopped at the command's time limit before it was decided"
+	}
+	if !forwards {
+		return why + "; a rerun decides it"
+	}
+	return why + ": a forward under way may have reached its receiver; a rerun sends it again with the same Idempotency-Key, unless a newer event of its subject applies first (then it is stale)"
 }
 
 // replayOne decides (dry run) or re-feeds one event. Re-feeding goes

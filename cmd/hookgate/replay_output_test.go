@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -161,5 +162,28 @@ func TestReplayProviderRowsAlignAsTheyGo(t *testing.T) {
 	}
 	if a, b := strings.Index(lines[1], "q:"), strings.Index(lines[2], "q:"); a != b || strings.Index(lines[0], "KEY") != a {
 		t.Errorf("KEY column at %d, %d and %d (header, seq 1, seq 1001): SEQ widened part way\n%s", strings.Index(lines[0], "KEY"), a, b, r.stdout)
+	}
+}
+
+// What an interrupted event's line says depends on whether a forward may
+// have run and on what stopped it (found by review: every one said a
+// forward may have reached its receiver).
+func TestInterruptedReason(t *testing.T) {
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, tt := range []struct {
+		ctx      context.Context
+		forwards bool
+		want     string
+	}{
+		{cancelled, true, "stopped by the interrupt before it was decided: a forward under way may have reached its receiver;"},
+		{cancelled, false, "stopped by the interrupt before it was decided; a rerun decides it"},
+		{expired, false, "stopped at the command's time limit before it was decided; a rerun decides it"},
+	} {
+		if got := interruptedReason(tt.ctx, tt.forwards); !strings.HasPrefix(got, tt.want) {
+			t.Errorf("interruptedReason(%v, %v) = %q, want it to start %q", tt.ctx.Err(), tt.forwards, got, tt.want)
+		}
 	}
 }

@@ -324,7 +324,7 @@ func TestReviewVInterruptedDLQReplayStops(t *testing.T) {
 		}
 	}
 	// Reported interrupted, not failed: its receiver may have taken it.
-	if !regexp.MustCompile(`(?m)^` + firstSeq + `\s+\S+\s+interrupted\s+stopped while its effects ran.*\(letter kept\)$`).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^` + firstSeq + `\s+\S+\s+interrupted\s+stopped by the interrupt before it was decided: a forward under way may have reached its receiver.*\(letter kept\)$`).MatchString(out.String()) {
 		t.Errorf("interrupted dlq replay: want letter %s reported interrupted, letter kept:\n%s", firstSeq, out.String())
 	}
 	if r := review9Run(t, "", "dlq", "list", "--config", live); !strings.Contains(r.stdout, "3 letters") {
