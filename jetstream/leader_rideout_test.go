@@ -35,30 +35,43 @@ func lostAnswers(t *testing.T, c *Conn, drop ...string) (lossy *Conn, dropped *a
 
 func lossyConn(t *testing.T, c *Conn, acted bool, drop ...string) (lossy *Conn, dropped *atomic.Int32) {
 	t.Helper()
-	prefix := "lossy." + nuid.Next() + ".api"
 	var mu sync.Mutex
 	left := map[string]int{}
 	for _, d := range drop {
 		left[d]++
 	}
 	dropped = new(atomic.Int32)
-	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
-		api := strings.TrimPrefix(m.Subject, prefix+".")
+	lossy = relayAPI(t, c, func(api string, m *nats.Msg) bool {
 		mu.Lock()
 		lose := left[api] > 0
 		if lose {
 			left[api]--
 		}
 		mu.Unlock()
-		if lose && !acted {
-			dropped.Add(1)
+		if !lose {
+			return false
+		}
+		if acted {
+			_, _ = c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + api, Header: m.Header, Data: m.Data}, 5*time.Second)
+		}
+		dropped.Add(1)
+		return true
+	})
+	return lossy, dropped
+}
+
+// relayAPI returns c with its JetStream API behind a relay: each request
+// goes to intercept first (api is the subject after $JS.API.), and on to
+// the server, its answer back, when intercept did not handle it.
+func relayAPI(t *testing.T, c *Conn, intercept func(api string, m *nats.Msg) (handled bool)) *Conn {
+	t.Helper()
+	prefix := "relay." + nuid.Next() + ".api"
+	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
+		api := strings.TrimPrefix(m.Subject, prefix+".")
+		if intercept(api, m) {
 			return
 		}
 		resp, err := c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + api, Header: m.Header, Data: m.Data}, 5*time.Second)
-		if lose {
-			dropped.Add(1)
-			return
-		}
 		if err != nil {
 			return // the caller times out, as it would on the server's silence
 		}
@@ -75,7 +88,7 @@ func lossyConn(t *testing.T, c *Conn, acted bool, drop ...string) (lossy *Conn, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Conn{NC: c.NC, JS: j}, dropped
+	return &Conn{NC: c.NC, JS: j}
 }
 
 // returnsWithin runs fn and fails the test when it has not returned

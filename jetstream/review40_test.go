@@ -2,14 +2,11 @@ package jetstream
 
 import (
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	js "github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 )
 
 // noLeaderOnce returns c with its JetStream API behind a relay that
@@ -26,33 +23,16 @@ func noLeaderOnce(t *testing.T, c *Conn, api string) (*Conn, *atomic.Int32) {
 // noLeaderOnceThen is noLeaderOnce calling meanwhile before it answers.
 func noLeaderOnceThen(t *testing.T, c *Conn, api string, meanwhile func()) (*Conn, *atomic.Int32) {
 	t.Helper()
-	prefix := "noleader." + nuid.Next() + ".api"
 	answered := new(atomic.Int32)
-	sub, err := c.NC.Subscribe(prefix+".>", func(m *nats.Msg) {
-		sub := strings.TrimPrefix(m.Subject, prefix+".")
-		if sub == api && answered.CompareAndSwap(0, 1) {
-			meanwhile()
-			_ = m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`))
-			return
+	relay := relayAPI(t, c, func(sub string, m *nats.Msg) bool {
+		if sub != api || !answered.CompareAndSwap(0, 1) {
+			return false
 		}
-		resp, err := c.NC.RequestMsg(&nats.Msg{Subject: "$JS.API." + sub, Header: m.Header, Data: m.Data}, 5*time.Second)
-		if err != nil {
-			return
-		}
-		_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+		meanwhile()
+		_ = m.Respond([]byte(`{"type":"io.nats.jetstream.api.v1.stream_msg_delete_response","error":{"code":503,"err_code":10008,"description":"JetStream system temporarily unavailable"}}`))
+		return true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := c.NC.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := js.NewWithAPIPrefix(c.NC, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Conn{NC: c.NC, JS: j}, answered
+	return relay, answered
 }
 
 // Review 40: RemoveMsg is to ride out a stream leader's election (README:

@@ -260,6 +260,27 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 	}
 }
 
+// reviewBABackedUp starts a serve, posts n events, waits until they are
+// applied and backs the store up; it returns the serve (running), its
+// config and the backup's directory.
+func reviewBABackedUp(t *testing.T, n int) (a *review7Serve, cfgA, good string) {
+	t.Helper()
+	a, cfgA, c := reviewBAServe(t, "", "")
+	client := &http.Client{Timeout: 10 * time.Second}
+	for i := range n {
+		_, body := backupEvent(i)
+		if code, _, err := backupPost(client, a.base, body); err != nil || code != 200 {
+			t.Fatalf("post: %d %v", code, err)
+		}
+	}
+	waitApplied(t, c, a)
+	good = filepath.Join(t.TempDir(), "backup")
+	if r := review9Run(t, "", "backup", "--config", cfgA, "--out", good); r.code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	return a, cfgA, good
+}
+
 // TestReviewBARestoreRunsAgainAfterAFailedOne (review BA's defect, fixed:
 // a failed embedded restore empties data_dir again). A restore that
 // fails half way said "removed ... restored before it, so restore can run
@@ -274,19 +295,7 @@ func TestReviewBARestoreKeepsEachSubjectsOrder(t *testing.T) {
 // removes what it made in data_dir, or accepts a data_dir holding no
 // hookgate stream).
 func TestReviewBARestoreRunsAgainAfterAFailedOne(t *testing.T) {
-	a, cfgA, c := reviewBAServe(t, "", "")
-	client := &http.Client{Timeout: 10 * time.Second}
-	for i := range 20 {
-		_, body := backupEvent(i)
-		if code, _, err := backupPost(client, a.base, body); err != nil || code != 200 {
-			t.Fatalf("post: %d %v", code, err)
-		}
-	}
-	waitApplied(t, c, a)
-	good := filepath.Join(t.TempDir(), "backup")
-	if r := review9Run(t, "", "backup", "--config", cfgA, "--out", good); r.code != 0 {
-		t.Fatalf("backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
+	a, _, good := reviewBABackedUp(t, 20)
 	if err := a.stop(t); err != nil {
 		t.Fatal(err)
 	}
@@ -502,19 +511,7 @@ func TestReviewBARestoreAfterTheHorizonAppliesAgain(t *testing.T) {
 // move the directory. (The e2e TestRestoreKilledDuringWebhooksIsRefused
 // kills a real restore.)
 func TestRestoreKilledPartWayIsRefused(t *testing.T) {
-	a, cfgA, c := reviewBAServe(t, "", "")
-	client := &http.Client{Timeout: 10 * time.Second}
-	for i := range 5 {
-		_, body := backupEvent(i)
-		if code, _, err := backupPost(client, a.base, body); err != nil || code != 200 {
-			t.Fatalf("post: %d %v", code, err)
-		}
-	}
-	waitApplied(t, c, a)
-	good := filepath.Join(t.TempDir(), "backup")
-	if r := review9Run(t, "", "backup", "--config", cfgA, "--out", good); r.code != 0 {
-		t.Fatalf("backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
+	a, cfgA, good := reviewBABackedUp(t, 5)
 	if r := review9Run(t, "", "restore", "--config", cfgA, "--from", good); r.code != 1 || !strings.Contains(r.stderr, "is in use by process") {
 		t.Errorf("restore onto the running serve's data_dir: exit %d, want 1 naming the process that holds it\n%s%s", r.code, r.stdout, r.stderr)
 	}
