@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -118,6 +119,12 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	c, err := jetstream.Connect(opts)
 	if err != nil {
 		s.Close()
+		if cfg.NATS.URL != "" && errors.Is(err, jetstream.ErrNoServer) {
+			// The key to look at, not the URL (it may hold credentials):
+			// "no nats server answered" named neither (an operator tools
+			// audit, stop 40).
+			err = fmt.Errorf("%w (nothing answered at nats.url: check it, and that the NATS servers run)", err)
+		}
 		return nil, err
 	}
 	s.conn, s.opts = c, opts
