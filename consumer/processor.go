@@ -138,8 +138,9 @@ type Processor struct {
 	// crash, set only by tests, stops processing at a named step as a
 	// process death would: no ack, no nak, no cleanup.
 	crash func(step, key string) bool
-	// retryLines bounds the "event will be retried" lines per provider.
-	retryLines *LineLimit
+	// retryLines bounds the "event will be retried" lines per provider,
+	// letterLines the "event dead-lettered" ones (the rest at debug).
+	retryLines, letterLines *LineLimit
 }
 
 // Steps where a crash can be injected (tests).
@@ -192,7 +193,7 @@ func NewProcessor(rules map[string]Rule, marks Watermarks, applied AppliedKeys, 
 		m.zero(name, DeadLettered)
 		m.zero(name, Retry) // a receiver failing: retries rise first (review AO)
 	}
-	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16), retryLines: NewLineLimit(retryLinesPerSecond)}
+	return &Processor{rules: rules, marks: marks, applied: applied, memory: memory, sequenced: sequenced, dlq: dlq, audit: audit, log: log, opts: o, metrics: m, cache: newMarkCache(1 << 16), handBacks: newHandBacks(1 << 16), retryLines: NewLineLimit(retryLinesPerSecond), letterLines: NewLineLimit(retryLinesPerSecond)}
 }
 
 // Process decides and carries out one delivery, then acks or naks it. The

@@ -157,14 +157,22 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 	// A dead letter needs an operator; the other decisions are routine and
 	// in AUDIT, so they are debug (see config.Log).
 	level, msg := slog.LevelDebug, "event"
+	attrs := []slog.Attr{slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
+		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
+		slog.String("decision", out.Decision), slog.String("reason", out.Reason)}
 	if out.Decision == DeadLettered {
 		// Says what happened and what to do without reading the fields
 		// (a metrics and logs audit, stop 38: the message was "event").
-		level, msg = slog.LevelWarn, "event dead-lettered: 'hookgate dlq list' shows it, 'hookgate dlq replay' re-feeds it once the cause is fixed"
+		msg = "event dead-lettered: 'hookgate dlq list' shows it, 'hookgate dlq replay' re-feeds it once the cause is fixed"
+		// At most a few a second per provider, as the retry lines: a
+		// receiver down for long wrote one a dead letter (15k lines in a
+		// soak audit, stop 40); AUDIT and DLQ hold every one.
+		if ok, held := p.letterLines.Allow(m.Event.Provider, p.opts.Now()); ok {
+			level = slog.LevelWarn
+			attrs = append(attrs, slog.Int("suppressed", held))
+		}
 	}
-	p.log.LogAttrs(ctx, level, msg, slog.String("provider", m.Event.Provider), slog.String("account", m.Event.Account),
-		slog.String("key", m.Event.Key), slog.String("subject", m.Event.Subject), slog.Uint64("seq", m.Event.Seq),
-		slog.String("decision", out.Decision), slog.String("reason", out.Reason))
+	p.log.LogAttrs(ctx, level, msg, attrs...)
 	p.handBacks.done(m.Event.Seq)
 	if err := m.Delivery.Ack(ctx); err != nil {
 		// Redelivery will find the key applied (or the event stale).
