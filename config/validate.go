@@ -582,7 +582,7 @@ func checkSignature(k *checker, key string, s Signature) {
 		case known:
 			key := []byte(sec.Reveal())
 			if s.Scheme == SchemeStandardWebhooks {
-				key, _ = base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), "whsec_"))
+				key, _ = whsecKey(sec)
 			}
 			warnShortKey(k, sk, len(key))
 		}
@@ -625,10 +625,16 @@ func warnShortKey(k *checker, key string, n int) {
 	}
 }
 
+// whsecKey is the key a Standard Webhooks secret stands for: base64
+// after the optional whsec_ prefix.
+func whsecKey(s Secret) ([]byte, error) {
+	return base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), "whsec_"))
+}
+
 // validWhsec reports whether s is a Standard Webhooks secret: base64,
 // optionally prefixed with whsec_, of at least one byte.
 func validWhsec(s Secret) bool {
-	b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s.Reveal(), "whsec_"))
+	b, err := whsecKey(s)
 	return err == nil && len(b) > 0
 }
 
@@ -665,7 +671,7 @@ func checkForward(k *checker, key string, f Forward) {
 		if !validWhsec(f.Secret) {
 			k.errorf(key+".secret", "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
 		} else {
-			b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(f.Secret.Reveal(), "whsec_"))
+			b, _ := whsecKey(f.Secret)
 			warnShortKey(k, key+".secret", len(b))
 		}
 		if len(f.Secrets) > 0 {
@@ -699,7 +705,7 @@ func checkForward(k *checker, key string, f Forward) {
 		case !validWhsec(sec):
 			k.errorf(sk, "not base64 after the optional whsec_ prefix: forwarded requests are signed the Standard Webhooks way")
 		default:
-			b, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(sec.Reveal(), "whsec_"))
+			b, _ := whsecKey(sec)
 			keys[i] = string(b)
 			warnShortKey(k, sk, len(b))
 			// Two variables set to one value while rotating: not a

@@ -197,7 +197,7 @@ func DeleteMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
 			// nats.go keeps only the server's text: the code read back,
 			// so that an election's "no leader" (10008) is told apart
 			// from a refusal (found by review).
-			err = errors.Join(err, ae)
+			err = withAPIError{err, ae}
 		}
 		return classify(fmt.Sprintf("delete %s %d", stream, seq), err)
 	}
@@ -225,6 +225,17 @@ func deleteAPIError(err error) *js.APIError {
 	}
 	return &js.APIError{Code: code, ErrorCode: js.ErrorCode(errCode), Description: m[3]}
 }
+
+// withAPIError is err with the server's APIError read back from its
+// text: errors.As finds it; the text stays err's (errors.Join would add
+// a line).
+type withAPIError struct {
+	err error
+	api *js.APIError
+}
+
+func (e withAPIError) Error() string   { return e.err.Error() }
+func (e withAPIError) Unwrap() []error { return []error{e.err, e.api} }
 
 // ReadMsg is GetMsg for an operator command: it rides out a stream
 // leader's election (rideOutLeader, up to readStall) as Read does, where
@@ -283,7 +294,7 @@ func RemoveMsg(ctx context.Context, c *Conn, stream string, seq uint64) error {
 
 // codeMsgDeleteFailed is nats-server's JSStreamMsgDeleteFailedF: a delete
 // refused, for a message that is not there too.
-const codeMsgDeleteFailed = 10057
+const codeMsgDeleteFailed js.ErrorCode = 10057
 
 // deleteFoundNothing reports whether a delete failed because the message
 // is not there: deleted already ("no message found"; another operator
@@ -298,21 +309,22 @@ const codeMsgDeleteFailed = 10057
 // "jetstream unavailable" (two dlq replays at once, an operator tools
 // audit, stop 40).
 func deleteFoundNothing(err error) bool {
-	if !errors.Is(err, js.ErrMsgDeleteUnsuccessful) {
+	ae := deleteAPIError(err)
+	if ae == nil {
 		return false
 	}
-	d := strings.ToLower(err.Error())
-	switch {
-	case strings.Contains(d, fmt.Sprintf("err_code=%d", codeSequenceNotFound)):
+	d := strings.ToLower(ae.Description)
+	switch ae.ErrorCode {
+	case codeSequenceNotFound:
 		return strings.Contains(d, "not found")
-	case strings.Contains(d, fmt.Sprintf("err_code=%d", codeMsgDeleteFailed)):
+	case codeMsgDeleteFailed:
 		return strings.Contains(d, "no message found") || strings.Contains(d, "not found") || strings.Contains(d, "store eof")
 	}
 	return false
 }
 
 // codeSequenceNotFound is nats-server's JSSequenceNotFoundErrF.
-const codeSequenceNotFound = 10043
+const codeSequenceNotFound js.ErrorCode = 10043
 
 // ErrNotFound: no such message.
 var ErrNotFound = errors.New("not found")

@@ -344,6 +344,7 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 		msgs, consumers := b.counts()
 		fmt.Fprintf(stdout, "restored %s\t%d messages\t%d consumers\n", b.Name, msgs, consumers)
 	}
+	stopNote() // every stream is in: an interrupt now removes nothing
 	if mark != "" {
 		if err := os.Remove(mark); err != nil {
 			return fmt.Errorf("restore: its mark %s could not be removed after the last stream: %w", mark, err)
