@@ -208,12 +208,18 @@ func writeManifest(dir string, m backupManifest) error {
 	if err != nil {
 		return err
 	}
-	part := filepath.Join(dir, manifestFile+".part")
+	return writeDurable(dir, manifestFile, append(data, '\n'))
+}
+
+// writeDurable writes dir/name whole or not at all (name.part, renamed)
+// and makes it durable, its directory entry too.
+func writeDurable(dir, name string, data []byte) error {
+	part := filepath.Join(dir, name+".part")
 	f, err := os.OpenFile(part, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(data, '\n'))
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -221,7 +227,7 @@ func writeManifest(dir string, m backupManifest) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(part, filepath.Join(dir, manifestFile))
+		err = os.Rename(part, filepath.Join(dir, name))
 	}
 	if err == nil {
 		// The renames are durable once the directory is.
@@ -318,7 +324,8 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	mark := ""
 	if cfg.NATS.URL == "" {
 		mark = filepath.Join(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile)
-		if err := writeSynced(mark, fmt.Sprintf("hookgate restore from %s began at %s and has not finished\n", *from, time.Now().UTC().Format(time.RFC3339))); err != nil {
+		text := fmt.Sprintf("hookgate restore from %s began at %s and has not finished\n", *from, time.Now().UTC().Format(time.RFC3339))
+		if err := writeDurable(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile, []byte(text)); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
@@ -439,23 +446,6 @@ func newDataDir(dir string) error {
 		return fmt.Errorf("restore: nats.embedded.data_dir %s is not empty: restore onto a new data_dir (point the config at a new directory, or move this one away)", dir)
 	}
 	return nil
-}
-
-// writeSynced writes text to path and syncs it to disk.
-func writeSynced(path, text string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(text); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // emptyDir removes everything in dir, keeping dir.

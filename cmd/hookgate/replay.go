@@ -186,8 +186,8 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		if decision == decFailed && ctx.Err() != nil {
 			// Cut short by the interrupt, not refused: said "failed",
 			// though a forward in flight may have reached its receiver.
-			_, forwards := forwards[ev.Provider]
-			decision, reason = decInterrupted, joinReason(interruptedReason(ctx, forwards), reason)
+			_, hasForward := forwards[ev.Provider]
+			decision, reason = decInterrupted, joinReason(interruptedReason(ctx, hasForward), reason)
 		}
 		counts[decision]++
 		rows.row(m.Seq, ev.Key, decision, reason)
