@@ -40,10 +40,23 @@ func TestReviewXPacedOfferedIsWhatWasSent(t *testing.T) {
 		if r.E2E == nil {
 			t.Fatal("no end-to-end result")
 		}
-		sentRate := float64(r.Sent) / (o.Warmup + o.Duration).Seconds()
-		if r.E2E.Offered > 1.25*sentRate {
-			t.Errorf("reported %.0f requests/s offered; the load generator sent %d in %s (%.0f/s)",
-				r.E2E.Offered, r.Sent, o.Warmup+o.Duration, sentRate)
+		// Offered counts what went out inside the window, so it can never
+		// pass everything sent (warm-up included) over the window's length.
+		// The whole run's average is no bound: the warm-up's first
+		// requests go out slower (CI: 487/s over the run, 657/s in the
+		// window, both honest).
+		if ceiling := float64(r.Sent) / o.Duration.Seconds(); r.E2E.Offered > ceiling {
+			t.Errorf("reported %.0f requests/s offered; the load generator sent %d in all, %.0f/s over the %s window at most",
+				r.E2E.Offered, r.Sent, ceiling, o.Duration)
+		}
+		if r.E2E.Scheduled == 0 {
+			t.Errorf("a paced round without its schedule's rate: %+v", r.E2E)
+		}
+		if r.E2E.Offered >= 0.98*r.E2E.Scheduled {
+			// Not an error: the machine may have quickened after the
+			// closed-loop round set the rate (shared, noisy).
+			t.Logf("the connection kept up this time (%.0f/s of %.0f/s scheduled): only the ceiling was checked",
+				r.E2E.Offered, r.E2E.Scheduled)
 		}
 		return
 	}
