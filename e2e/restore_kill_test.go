@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -99,6 +101,77 @@ providers:
 	if out, errOut, code := cli(t, "restore", "--config", cfg2, "--from", bk); code != 0 || !strings.Contains(out, fmt.Sprintf("restored WEBHOOKS\t%d messages", n)) ||
 		!strings.Contains(out, "data_dir has a new nats.token (the backup holds no token)") {
 		t.Fatalf("restore after emptying: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The same kill onto a NATS server of its own (nats.url): no data_dir
+	// to mark, so the restored streams carry the mark, and serve and
+	// status refuse them where before serve made the missing WEBHOOKS
+	// and AUDIT empty and ran (found at stop 40, built at stop 41).
+	url := startNATSServer(t)
+	cfg3, _ := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { url: "`+url+`" }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+# %q
+`)
+	restoreUntilGrants(t, ctx, cfg3, bk, syscall.SIGKILL)
+	serve = exec.CommandContext(sctx, binary, "serve", "--config", cfg3)
+	out, err = serve.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "the NATS server holds a restore that did not finish") ||
+		!strings.Contains(string(out), "delete hookgate's streams there (DLQ, GRANTS) and run hookgate restore again") {
+		t.Fatalf("serve on a NATS server whose restore was killed: %v, want exit 1 saying the restore did not finish\n%s", err, out)
+	}
+	if _, errOut, code := cli(t, "status", "--config", cfg3); code != 1 || !strings.Contains(errOut, "holds a restore that did not finish") {
+		t.Errorf("status on it: exit %d, want 1 saying so\n%s", code, errOut)
+	}
+	if _, errOut, code := cli(t, "restore", "--config", cfg3, "--from", bk); code != 1 || !strings.Contains(errOut, "delete hookgate's streams there (DLQ, GRANTS)") {
+		t.Errorf("restore onto it again: exit %d, want 1 saying to delete the streams first\n%s", code, errOut)
+	}
+	jx := natsClient(t, url, "")
+	for _, name := range []string{"DLQ", "KV_WATERMARKS", "KV_APPLIED", "GRANTS", "WEBHOOKS", "AUDIT"} {
+		if err := jx.DeleteStream(ctx, name); err != nil && !errors.Is(err, js.ErrStreamNotFound) {
+			t.Fatalf("delete %s: %v", name, err)
+		}
+	}
+	if out, errOut, code := cli(t, "restore", "--config", cfg3, "--from", bk); code != 0 || !strings.Contains(out, fmt.Sprintf("restored WEBHOOKS\t%d messages", n)) {
+		t.Fatalf("restore onto the NATS server after deleting the streams: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, "status", "--config", cfg3); code != 0 {
+		t.Errorf("status after the restore that finished: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// startNATSServer runs a nats-server process with JetStream on a loopback
+// port of its own, its store in a temporary directory (room reserved for
+// hookgate's default retention), killed at cleanup; it returns its URL.
+func startNATSServer(t *testing.T) string {
+	t.Helper()
+	port := nodePort(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nats.conf")
+	text := fmt.Sprintf("listen: \"127.0.0.1:%d\"\nmax_payload: 8MB\njetstream { store_dir: %q, max_file_store: 1TB }\n", port, filepath.Join(dir, "store"))
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(natsServerBinary(t), "-c", conf)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		nc, err := nats.Connect(url)
+		if err == nil {
+			nc.Close()
+			return url
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nats-server on %s did not answer within 30 s: %v", url, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

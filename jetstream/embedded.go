@@ -238,14 +238,14 @@ const LockFile = "hookgate.lock"
 // StartEmbedded refuses such a data_dir.
 const RestoreMarkFile = "restore-unfinished"
 
-// unfinishedRestore returns ErrUnfinishedRestore, saying what to do, when
-// dir holds RestoreMarkFile.
-func unfinishedRestore(dir string) error {
+// unfinishedRestoreMark returns ErrUnfinishedRestore, saying what to do,
+// when dir holds RestoreMarkFile.
+func unfinishedRestoreMark(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, RestoreMarkFile)); err != nil {
 		return nil
 	}
-	return fmt.Errorf("%w: %s (hookgate restore was stopped part way; its streams are incomplete, and events of the backup would be missing without a word): empty it and run hookgate restore again",
-		ErrUnfinishedRestore, dir)
+	return fmt.Errorf("data_dir %s holds %w (hookgate restore was stopped part way; its streams are incomplete, and events of the backup would be missing without a word): empty it and run hookgate restore again",
+		dir, ErrUnfinishedRestore)
 }
 
 // StartEmbedded locks DataDir (unless given its lock), starts the server
@@ -260,7 +260,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 			return nil, err
 		}
 	}
-	if err := unfinishedRestore(o.DataDir); err != nil {
+	if err := unfinishedRestoreMark(o.DataDir); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}

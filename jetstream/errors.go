@@ -24,9 +24,10 @@ var (
 	ErrTooLarge = errors.New("message too large")
 	// ErrDataDirLocked: another process holds the embedded server's data_dir.
 	ErrDataDirLocked = errors.New("data_dir is in use")
-	// ErrUnfinishedRestore: data_dir holds a restore that was stopped part
-	// way (RestoreMarkFile): its streams are incomplete.
-	ErrUnfinishedRestore = errors.New("data_dir holds a restore that did not finish")
+	// ErrUnfinishedRestore: data_dir (RestoreMarkFile) or the server's
+	// streams (RestoreMetadata) hold a restore that was stopped part way:
+	// its streams are incomplete.
+	ErrUnfinishedRestore = errors.New("a restore that did not finish")
 	// ErrConfigConflict: an existing stream differs from the config in a way
 	// that JetStream cannot update in place.
 	ErrConfigConflict = errors.New("stream config conflict")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -133,7 +135,16 @@ type RestoreOptions struct {
 	// refuse it) and gets this duplicate window, as Provision gives a
 	// cluster's.
 	ClusterHorizon time.Duration
+	// Unfinished (not ""): the restored stream carries it in its
+	// metadata (RestoreMetadata) until FinishRestore takes it away, so a
+	// restore stopped part way leaves streams every hookgate refuses
+	// (UnfinishedRestore) instead of ones it runs on with events missing.
+	Unfinished string
 }
+
+// RestoreMetadata is the metadata key of a restored stream whose restore
+// has not finished; its value says which restore.
+const RestoreMetadata = "hookgate_restore_unfinished"
 
 // Restore creates a stream from a snapshot Snapshot wrote, read from r:
 // its messages and its consumers with their state. config and state are
@@ -152,17 +163,22 @@ func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, o Rest
 	if o.Replicas > 0 {
 		cfg["num_replicas"] = json.RawMessage(fmt.Sprint(o.Replicas))
 	}
-	if name == StreamWebhooks && o.ClusterHorizon > 0 {
-		var meta map[string]string
-		if raw, ok := cfg["metadata"]; ok {
+	if cluster := name == StreamWebhooks && o.ClusterHorizon > 0; cluster || o.Unfinished != "" {
+		meta := map[string]string{}
+		if raw, ok := cfg["metadata"]; ok && string(raw) != "null" {
 			if err := json.Unmarshal(raw, &meta); err != nil {
 				return fmt.Errorf("restore %s: metadata: %w", name, err)
 			}
 		}
-		delete(meta, KeyIndexMetadata)
+		if cluster {
+			delete(meta, KeyIndexMetadata)
+			cfg["duplicate_window"] = json.RawMessage(fmt.Sprint(o.ClusterHorizon.Nanoseconds()))
+		}
+		if o.Unfinished != "" {
+			meta[RestoreMetadata] = o.Unfinished
+		}
 		m, _ := json.Marshal(meta)
 		cfg["metadata"] = m
-		cfg["duplicate_window"] = json.RawMessage(fmt.Sprint(o.ClusterHorizon.Nanoseconds()))
 	}
 	req, err := json.Marshal(map[string]any{"config": cfg, "state": state})
 	if err != nil {
@@ -209,6 +225,71 @@ func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, o Rest
 		return fmt.Errorf("restore %s: the server refused the snapshot: %w", name, err)
 	}
 	return nil
+}
+
+// FinishRestore takes RestoreMetadata off the named streams (the ones a
+// restore made), the restore's last step. A stream that is gone is
+// skipped; any other failure is returned, the streams after it still
+// marked.
+func FinishRestore(ctx context.Context, c *Conn, names []string) error {
+	for _, name := range names {
+		err := retryTransient(ctx, 30*time.Second, func(ctx context.Context) error {
+			s, err := c.JS.Stream(ctx, name)
+			if errors.Is(err, js.ErrStreamNotFound) {
+				return nil
+			}
+			if err != nil {
+				return classify("look up stream "+name, err)
+			}
+			cfg := s.CachedInfo().Config
+			if _, ok := cfg.Metadata[RestoreMetadata]; !ok {
+				return nil
+			}
+			cfg.Metadata = maps.Clone(cfg.Metadata)
+			delete(cfg.Metadata, RestoreMetadata)
+			if _, err := c.JS.UpdateStream(ctx, cfg); err != nil {
+				return classify("unmark stream "+name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UnfinishedRestore returns ErrUnfinishedRestore, naming the streams and
+// saying what to do, when any of hookgate's streams (BackupStreams)
+// carries RestoreMetadata: a restore onto this server (a cluster's, or
+// the embedded one's) stopped part way. nil when none does; a failed
+// lookup is asked again while it fails for a transient reason (a leader
+// election), for up to 30 s, then returned.
+func UnfinishedRestore(ctx context.Context, j js.JetStream) error {
+	return retryTransient(ctx, 30*time.Second, func(ctx context.Context) error { return unfinishedRestore(ctx, j) })
+}
+
+func unfinishedRestore(ctx context.Context, j js.JetStream) error {
+	var marked []string
+	var there []string
+	for _, name := range BackupStreams {
+		s, err := j.Stream(ctx, name)
+		if errors.Is(err, js.ErrStreamNotFound) {
+			continue
+		}
+		if err != nil {
+			return classify("look up stream "+name, err)
+		}
+		there = append(there, name)
+		if _, ok := s.CachedInfo().Config.Metadata[RestoreMetadata]; ok {
+			marked = append(marked, name)
+		}
+	}
+	if len(marked) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the NATS server holds %w (hookgate restore was stopped part way; streams with its mark: %s; they are incomplete, and events of the backup would be missing without a word): delete hookgate's streams there (%s) and run hookgate restore again",
+		ErrUnfinishedRestore, strings.Join(marked, ", "), strings.Join(there, ", "))
 }
 
 // nats-server's JSStreamNameExistRestoreFailedErr and JSStreamNotFoundErr.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,4 +238,76 @@ func BenchmarkSnapshotRestore(b *testing.B) {
 		}
 	})
 	b.Logf("WEBHOOKS: %d events, %d bytes stored, snapshot %d bytes", n, si.State.Bytes, snap.Len())
+}
+
+// A stream restored with RestoreOptions.Unfinished carries the mark until
+// FinishRestore: meanwhile UnfinishedRestore and Provision refuse the
+// server, naming the marked stream and every hookgate stream there, and
+// Provision makes none of the missing ones (a restore onto nats.url killed
+// part way left DLQ and GRANTS, and serve made WEBHOOKS empty and ran:
+// stop 41). Finished, the mark is gone and Provision makes the rest.
+func TestRestoreIsMarkedUntilFinished(t *testing.T) {
+	ctx := t.Context()
+	ea, ca := startEmbedded(t, t.TempDir(), testStreams())
+	defer ea.Shutdown()
+	defer ca.Close()
+	if _, err := ca.JS.Publish(ctx, "dlq.p.a", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	var snap bytes.Buffer
+	info, err := Snapshot(ctx, ca, StreamDLQ, &snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	eb, cb := startEmbedded(t, t.TempDir(), StreamsConfig{})
+	defer eb.Shutdown()
+	defer cb.Close()
+	for _, name := range BackupStreams {
+		if err := cb.JS.DeleteStream(ctx, name); err != nil && !errors.Is(err, js.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if err := Restore(ctx, cb, info.Config, info.State, RestoreOptions{Replicas: 1, Unfinished: "restore from x"}, bytes.NewReader(snap.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	s, err := cb.JS.Stream(ctx, StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Metadata[RestoreMetadata]; got != "restore from x" {
+		t.Fatalf("restored DLQ's mark: %q, want the Unfinished text", got)
+	}
+	err = UnfinishedRestore(ctx, cb.JS)
+	if !errors.Is(err, ErrUnfinishedRestore) || !strings.Contains(err.Error(), "streams with its mark: DLQ;") || !strings.Contains(err.Error(), "delete hookgate's streams there (DLQ) and run hookgate restore again") {
+		t.Fatalf("UnfinishedRestore on the marked server: %v", err)
+	}
+	if err := Provision(ctx, cb.JS, testStreams()); !errors.Is(err, ErrUnfinishedRestore) {
+		t.Fatalf("Provision on the marked server: %v, want ErrUnfinishedRestore", err)
+	}
+	if _, err := cb.JS.Stream(ctx, StreamWebhooks); !errors.Is(err, js.ErrStreamNotFound) {
+		t.Fatalf("Provision refused, yet WEBHOOKS is there: %v", err)
+	}
+
+	if err := FinishRestore(ctx, cb, []string{StreamDLQ, StreamGrants}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = cb.JS.Stream(ctx, StreamDLQ); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.CachedInfo().Config.Metadata[RestoreMetadata]; ok {
+		t.Fatalf("the mark is still on DLQ after FinishRestore: %v", s.CachedInfo().Config.Metadata)
+	}
+	if st, err := s.Info(ctx); err != nil || st.State.Msgs != 1 {
+		t.Fatalf("DLQ after FinishRestore: %v %v, want its one message", st, err)
+	}
+	if err := UnfinishedRestore(ctx, cb.JS); err != nil {
+		t.Fatalf("UnfinishedRestore after FinishRestore: %v", err)
+	}
+	if err := Provision(ctx, cb.JS, testStreams()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb.JS.Stream(ctx, StreamWebhooks); err != nil {
+		t.Fatalf("WEBHOOKS after the restore finished and Provision: %v", err)
+	}
 }

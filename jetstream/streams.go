@@ -157,6 +157,11 @@ func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 }
 
 func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
+	// Before any stream is made: a missing one may be what a restore
+	// stopped part way has not made yet.
+	if err := unfinishedRestore(ctx, j); err != nil {
+		return err
+	}
 	var problems []string
 	for _, want := range StreamConfigs(c) {
 		s, err := j.Stream(ctx, want.Name)

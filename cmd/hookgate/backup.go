@@ -314,18 +314,21 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	if len(there) > 0 {
 		return fmt.Errorf("restore: %s already on the target (a running serve, or a store in use): restore onto a new data_dir, or a cluster without hookgate's streams", strings.Join(there, ", "))
 	}
-	o := jetstream.RestoreOptions{Replicas: 1}
-	if cfg.NATS.URL != "" {
-		o = jetstream.RestoreOptions{Replicas: cfg.NATS.Replicas, ClusterHorizon: cfg.Dedup.Horizon}
-	}
 	// Marked unfinished until the last stream is in: a restore killed part
-	// way leaves a data_dir that serve and the CLI refuse, not one they
-	// run on (a failed one is emptied, the mark with it).
+	// way leaves a data_dir (the file) or a cluster (each restored
+	// stream's metadata) that serve and the CLI refuse, not one they run
+	// on (a failed one is emptied or its streams deleted, the marks with
+	// them). The file covers the embedded server's streams before the
+	// first is made.
+	began := fmt.Sprintf("hookgate restore from %s began at %s and has not finished", *from, time.Now().UTC().Format(time.RFC3339))
+	o := jetstream.RestoreOptions{Replicas: 1, Unfinished: began}
+	if cfg.NATS.URL != "" {
+		o = jetstream.RestoreOptions{Replicas: cfg.NATS.Replicas, ClusterHorizon: cfg.Dedup.Horizon, Unfinished: began}
+	}
 	mark := ""
 	if cfg.NATS.URL == "" {
 		mark = filepath.Join(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile)
-		text := fmt.Sprintf("hookgate restore from %s began at %s and has not finished\n", *from, time.Now().UTC().Format(time.RFC3339))
-		if err := writeDurable(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile, []byte(text)); err != nil {
+		if err := writeDurable(cfg.NATS.Embedded.DataDir, jetstream.RestoreMarkFile, []byte(began+"\n")); err != nil {
 			return fmt.Errorf("restore: %w", err)
 		}
 	}
@@ -352,6 +355,12 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stdout, "restored %s\t%d messages\t%d consumers\n", b.Name, msgs, consumers)
 	}
 	stopNote() // every stream is in: an interrupt now removes nothing
+	// Seconds at most; an interrupt now would leave every stream marked.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := jetstream.FinishRestore(fctx, sys.conn, done); err != nil {
+		return fmt.Errorf("restore: every stream is in, but taking the unfinished mark off them failed, so hookgate refuses them: %w", err)
+	}
 	if mark != "" {
 		if err := os.Remove(mark); err != nil {
 			return fmt.Errorf("restore: its mark %s could not be removed after the last stream: %w", mark, err)

@@ -133,6 +133,12 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: raise max_payload on the NATS servers or lower http.max_body_bytes", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need)
 	}
 	if acc == readOnly {
+		// Provision looks for it too; an operator command must not read
+		// or write a store a restore left part way either.
+		if err := jetstream.UnfinishedRestore(ctx, c.JS); err != nil {
+			s.Close()
+			return nil, err
+		}
 		return s, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
