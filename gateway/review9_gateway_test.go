@@ -168,3 +168,34 @@ providers:
 		t.Errorf("key %q; want a dig: key (every key field is empty, i.e. absent)", a1["key"])
 	}
 }
+
+// A timestamp just past the tolerance is refused with a distance that is
+// past it too: rounded to the second it read "5m0s after now, tolerance
+// 5m0s" (a security audit, stop 41).
+func TestToleranceEdgeSaysHowFarPast(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	signed := time.Unix(1614265330, 0)
+	for _, tc := range []struct {
+		now  time.Time
+		want string
+	}{
+		{signed.Add(5*time.Minute + 300*time.Millisecond), "webhook-timestamp too old: 5m0.3s before now, tolerance 5m0s"},
+		{signed.Add(-5*time.Minute - 2*time.Millisecond), "webhook-timestamp too new: 5m0.002s after now, tolerance 5m0s"},
+		{signed.Add(-5*time.Minute - 1500*time.Millisecond), "webhook-timestamp too new: 5m2s after now, tolerance 5m0s"},
+	} {
+		srv := review9Server(t, `
+providers:
+  sw:
+    signature: { scheme: standard-webhooks, secrets: ["`+secret+`"] }
+`, func() time.Time { return tc.now })
+		sch, _ := gateway.NewScheme(gateway.SchemeStandardWebhooks, gateway.SchemeOptions{})
+		h, err := sch.Sign([]byte(`{"id":"e"}`), config.Secret(secret), "msg_edge", signed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, ans := review9Post(t, srv, "/webhooks/sw", "", h, `{"id":"e"}`)
+		if status != http.StatusUnauthorized || !strings.Contains(ans["error"], tc.want) {
+			t.Errorf("now %s: %d %q, want 401 saying %q", tc.now.Sub(signed), status, ans["error"], tc.want)
+		}
+	}
+}

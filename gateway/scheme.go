@@ -175,21 +175,30 @@ func checkSchemeTolerance(scheme, header string, unix int64, now time.Time, tol 
 	d := now.Sub(time.Unix(unix, 0))
 	switch {
 	case d > tol:
-		return newSchemeError(scheme, ErrTimestampTooOld, fmt.Sprintf("%s too old: %s before now, tolerance %s", header, fmtSchemeAge(d), tol))
+		return newSchemeError(scheme, ErrTimestampTooOld, fmt.Sprintf("%s too old: %s before now, tolerance %s", header, fmtSchemeAge(d, tol), tol))
 	case d < -tol:
 		// Not -d: a saturated d (the minimum Duration, a timestamp
 		// centuries ahead, e.g. milliseconds sent as seconds) negates to
 		// itself; the other way round saturates to the maximum.
-		return newSchemeError(scheme, ErrTimestampTooNew, fmt.Sprintf("%s too new: %s after now, tolerance %s", header, fmtSchemeAge(time.Unix(unix, 0).Sub(now)), tol))
+		return newSchemeError(scheme, ErrTimestampTooNew, fmt.Sprintf("%s too new: %s after now, tolerance %s", header, fmtSchemeAge(time.Unix(unix, 0).Sub(now), tol), tol))
 	}
 	return nil
 }
 
-func fmtSchemeAge(d time.Duration) string {
+// fmtSchemeAge writes a distance d past tol: to the second, or, where that
+// would read as tol or less ("5m0s after now, tolerance 5m0s", seen in a
+// security audit, stop 41), to the millisecond rounded up, or whole.
+func fmtSchemeAge(d, tol time.Duration) string {
 	if d >= 1000*time.Hour {
 		return "more than 1000h"
 	}
-	return d.Round(time.Second).String()
+	if r := d.Round(time.Second); r > tol {
+		return r.String()
+	}
+	if r := (d + time.Millisecond - 1).Truncate(time.Millisecond); r > tol {
+		return r.String()
+	}
+	return d.String()
 }
 
 // schemeSignTime is the timestamp Sign uses: ts, or now when ts is zero.
