@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"testing"
 )
 
@@ -38,11 +37,11 @@ func TestAudit41SecUnsignedSequencingHeaderIsWarned(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			data := "providers:\n  p:\n" + tc.provider
-			_, err := Parse([]byte(data), t.TempDir(), envOf(nil))
-			var ps Problems
-			if err != nil && !errors.As(err, &ps) {
-				t.Fatalf("Parse = %v; want nil or Problems", err)
+			c, err := Parse([]byte(data), t.TempDir(), envOf(nil))
+			if err != nil {
+				t.Fatalf("Parse = %v", err)
 			}
+			ps := c.Check()
 			p, ok := findProblem(ps, tc.key, "not signed")
 			if !ok {
 				t.Fatalf("no warning on %s that header %s is not signed by the scheme (a replayed capture sets it); got:\n%v", tc.key, tc.header, ps)
@@ -51,5 +50,25 @@ func TestAudit41SecUnsignedSequencingHeaderIsWarned(t *testing.T) {
 				t.Errorf("%s: want a warning, got an error", p)
 			}
 		})
+	}
+}
+
+// No such warning where a replay cannot bring its own header: a
+// timestamped scheme refuses a capture past its tolerance and answers one
+// within it duplicate; webhook-timestamp is signed (it was called unsigned
+// as an event id).
+func TestSequencingHeaderOfATimestampedSchemeIsNotWarned(t *testing.T) {
+	for _, provider := range []string{
+		"    signature: {scheme: standard-webhooks, secrets: [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]}\n    subject: \"header:X-Subject\"\n    occurred_at: \"header:webhook-timestamp\"\n    type: \"header:X-Type\"\n",
+		"    signature: {scheme: stripe, secrets: [\"whsec_0123456789abcdef0123456789\"]}\n    subject: \"header:X-Subject\"\n    occurred_at: \"json:/created\"\n",
+		"    signature: {scheme: standard-webhooks, secrets: [\"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"]}\n    event_id: [\"header:webhook-timestamp\"]\n",
+	} {
+		c, err := Parse([]byte("providers:\n  p:\n"+provider), t.TempDir(), envOf(nil))
+		if err != nil {
+			t.Fatalf("Parse = %v", err)
+		}
+		if ps := c.Check(); len(ps) != 0 {
+			t.Errorf("%s: Check() = %v, want no problems", provider, ps)
+		}
 	}
 }

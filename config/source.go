@@ -28,10 +28,12 @@ func timestamped(scheme string) bool {
 	return scheme == SchemeStandardWebhooks || scheme == SchemeStripe
 }
 
-// signsHeader reports whether a scheme's signature covers the header, so an
-// event id taken from it cannot be changed by whoever replays a body.
+// signsHeader reports whether a scheme's signature covers the header's
+// exact value, so a value taken from it cannot be changed by whoever
+// replays a body. (A signature header itself is not: several signatures,
+// hex or base64, a sha256= prefix all verify alike.)
 func signsHeader(scheme, header string) bool {
-	return scheme == SchemeStandardWebhooks && strings.EqualFold(header, "webhook-id")
+	return scheme == SchemeStandardWebhooks && (strings.EqualFold(header, "webhook-id") || strings.EqualFold(header, "webhook-timestamp"))
 }
 
 // SourceKind says where a Source reads from.

@@ -523,8 +523,18 @@ func checkProvider(k *checker, name string, p Provider) {
 		src, err := ParseSource(s.v)
 		if err != nil {
 			k.errorf(key+"."+s.name, "%v", err)
-		} else if src.Kind == SourceHeader {
-			refuseCredentialSource(k, key+"."+s.name, src.Name)
+			continue
+		}
+		if src.Kind != SourceHeader || refuseCredentialSource(k, key+"."+s.name, src.Name) {
+			continue
+		}
+		if known && !timestamped(scheme) && !signsHeader(scheme, src.Name) {
+			// Within the horizon a replayed capture is a duplicate, and a
+			// timestamped scheme refuses it past its tolerance; past the
+			// horizon this one takes it as new, with the header as sent
+			// (a security audit, stop 41).
+			k.warnf(key+"."+s.name, "header %s is not signed by the %s scheme, which signs no timestamp: a delivery captured and re-sent once dedup.horizon has passed is stored as new with whatever %s it carries, %s (take it from the body where the sender puts it there)",
+				src.Name, scheme, src.Name, unsignedSourceRisk[s.name])
 		}
 	}
 
@@ -551,6 +561,14 @@ func checkProvider(k *checker, name string, p Provider) {
 		}
 	}
 	checkForward(k, key+".effects.forward", p.Effects.Forward)
+}
+
+// unsignedSourceRisk says what a replayer's value of an unsigned header
+// source does.
+var unsignedSourceRisk = map[string]string{
+	"subject":     "and its body applies to whatever subject that names",
+	"occurred_at": "and a far-future time holds every later event of its subject stale",
+	"type":        "and it is published under whatever type that names",
 }
 
 func checkSignature(k *checker, key string, s Signature) {
