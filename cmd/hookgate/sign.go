@@ -67,6 +67,16 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	if err != nil {
 		return err // "<scheme> sign: ...": saying "sign:" twice otherwise
 	}
+	// A flag the scheme has no header for was dropped without a word: the
+	// operator took the key or the time to be set (a security audit, stop
+	// 41). Said on stderr; the headers stay as they are.
+	usesID, usesTime := signUses(pc.Signature.Scheme)
+	if idGiven && !usesID {
+		fmt.Fprintf(stderr, "hookgate: sign: --id is not used: the %s scheme sends no event id header (put the id in the body, where providers.%s.event_id reads it)\n", pc.Signature.Scheme, *prov)
+	}
+	if *ts != "" && !usesTime {
+		fmt.Fprintf(stderr, "hookgate: sign: --timestamp is not used: the %s scheme sends no timestamp\n", pc.Signature.Scheme)
+	}
 	names := make([]string, 0, len(h))
 	for name := range h {
 		names = append(names, name)
@@ -78,4 +88,19 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 		}
 	}
 	return nil
+}
+
+// signUses says whether a scheme's signed headers carry the event id and
+// the time Sign is given (TestSignUsesMatchesTheSchemes holds it to what
+// each scheme's Sign does).
+func signUses(scheme string) (id, ts bool) {
+	switch scheme {
+	case gateway.SchemeStandardWebhooks, gateway.SchemeShopify:
+		return true, true
+	case gateway.SchemeGitHub:
+		return true, false
+	case gateway.SchemeStripe:
+		return false, true
+	}
+	return false, false // hmac-sha256
 }
