@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -228,11 +229,13 @@ func Restore(ctx context.Context, c *Conn, config, state json.RawMessage, o Rest
 }
 
 // FinishRestore takes RestoreMetadata off the named streams (the ones a
-// restore made), the restore's last step. A stream that is gone is
-// skipped; any other failure is returned, the streams after it still
+// restore made, in the order it made them), the restore's last step. It
+// goes last to first, so the first one made (DLQ, which Provision looks
+// at) is marked until every other is not. A stream that is gone is
+// skipped; any other failure is returned, the streams before it still
 // marked.
 func FinishRestore(ctx context.Context, c *Conn, names []string) error {
-	for _, name := range names {
+	for _, name := range slices.Backward(names) {
 		err := retryTransient(ctx, 30*time.Second, func(ctx context.Context) error {
 			s, err := c.JS.Stream(ctx, name)
 			if errors.Is(err, js.ErrStreamNotFound) {
@@ -271,7 +274,6 @@ func UnfinishedRestore(ctx context.Context, j js.JetStream) error {
 
 func unfinishedRestore(ctx context.Context, j js.JetStream) error {
 	var marked []string
-	var there []string
 	for _, name := range BackupStreams {
 		s, err := j.Stream(ctx, name)
 		if errors.Is(err, js.ErrStreamNotFound) {
@@ -280,7 +282,6 @@ func unfinishedRestore(ctx context.Context, j js.JetStream) error {
 		if err != nil {
 			return classify("look up stream "+name, err)
 		}
-		there = append(there, name)
 		if _, ok := s.CachedInfo().Config.Metadata[RestoreMetadata]; ok {
 			marked = append(marked, name)
 		}
@@ -288,8 +289,14 @@ func unfinishedRestore(ctx context.Context, j js.JetStream) error {
 	if len(marked) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the NATS server holds %w (hookgate restore was stopped part way; streams with its mark: %s; they are incomplete, and events of the backup would be missing without a word): delete hookgate's streams there (%s) and run hookgate restore again",
-		ErrUnfinishedRestore, strings.Join(marked, ", "), strings.Join(there, ", "))
+	return unfinishedRestoreError(marked)
+}
+
+// unfinishedRestoreError is ErrUnfinishedRestore naming the marked streams
+// and what to do.
+func unfinishedRestoreError(marked []string) error {
+	return fmt.Errorf("the NATS server holds %w (hookgate restore was stopped part way; streams with its mark: %s; the streams it made are incomplete, and events of the backup would be missing without a word): delete hookgate's streams there (whichever of %s exist) and run hookgate restore again",
+		ErrUnfinishedRestore, strings.Join(marked, ", "), strings.Join(BackupStreams, ", "))
 }
 
 // nats-server's JSStreamNameExistRestoreFailedErr and JSStreamNotFoundErr.

@@ -279,7 +279,7 @@ func TestRestoreIsMarkedUntilFinished(t *testing.T) {
 		t.Fatalf("restored DLQ's mark: %q, want the Unfinished text", got)
 	}
 	err = UnfinishedRestore(ctx, cb.JS)
-	if !errors.Is(err, ErrUnfinishedRestore) || !strings.Contains(err.Error(), "streams with its mark: DLQ;") || !strings.Contains(err.Error(), "delete hookgate's streams there (DLQ) and run hookgate restore again") {
+	if !errors.Is(err, ErrUnfinishedRestore) || !strings.Contains(err.Error(), "streams with its mark: DLQ;") || !strings.Contains(err.Error(), "delete hookgate's streams there (whichever of DLQ, KV_WATERMARKS, KV_APPLIED, GRANTS, WEBHOOKS, AUDIT exist) and run hookgate restore again") {
 		t.Fatalf("UnfinishedRestore on the marked server: %v", err)
 	}
 	if err := Provision(ctx, cb.JS, testStreams()); !errors.Is(err, ErrUnfinishedRestore) {

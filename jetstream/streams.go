@@ -157,22 +157,38 @@ func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
 }
 
 func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
-	// Before any stream is made: a missing one may be what a restore
-	// stopped part way has not made yet.
-	if err := unfinishedRestore(ctx, j); err != nil {
-		return err
-	}
-	var problems []string
-	for _, want := range StreamConfigs(c) {
+	// Every stream looked up before any is made: a missing one may be
+	// what a restore stopped part way has not made yet (its mark is on
+	// DLQ, restored first and unmarked last, until it finished). Only
+	// the streams serve looks up anyway, so a user allowed those needs no
+	// other permission.
+	wants := StreamConfigs(c)
+	found := make([]js.Stream, len(wants))
+	var marked []string
+	for i, want := range wants {
 		s, err := j.Stream(ctx, want.Name)
 		switch {
 		case errors.Is(err, js.ErrStreamNotFound):
+			continue
+		case err != nil:
+			return classify("look up stream "+want.Name, err)
+		}
+		found[i] = s
+		if _, ok := s.CachedInfo().Config.Metadata[RestoreMetadata]; ok {
+			marked = append(marked, want.Name)
+		}
+	}
+	if len(marked) > 0 {
+		return unfinishedRestoreError(marked)
+	}
+	var problems []string
+	for i, want := range wants {
+		s := found[i]
+		if s == nil {
 			if _, err := j.CreateStream(ctx, want); err != nil {
 				return classify("create stream "+want.Name, err)
 			}
 			continue
-		case err != nil:
-			return classify("look up stream "+want.Name, err)
 		}
 		have := s.CachedInfo().Config
 		if mark := have.Metadata[KeyIndexMetadata]; want.Name == StreamWebhooks {
