@@ -266,10 +266,10 @@ func FinishRestore(ctx context.Context, c *Conn, names []string) error {
 // saying what to do, when any of hookgate's streams (BackupStreams)
 // carries RestoreMetadata: a restore onto this server (a cluster's, or
 // the embedded one's) stopped part way. nil when none does; a failed
-// lookup is asked again while it fails for a transient reason (a leader
-// election), for up to 30 s, then returned.
+// lookup is returned as it is, after one attempt (Provision makes the
+// same check on the streams it provisions, riding out elections).
 func UnfinishedRestore(ctx context.Context, j js.JetStream) error {
-	return retryTransient(ctx, 30*time.Second, func(ctx context.Context) error { return unfinishedRestore(ctx, j) })
+	return unfinishedRestore(ctx, j)
 }
 
 func unfinishedRestore(ctx context.Context, j js.JetStream) error {

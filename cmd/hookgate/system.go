@@ -134,8 +134,10 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	}
 	if acc == readOnly {
 		// Provision looks for it too; an operator command must not read
-		// or write a store a restore left part way either.
-		if err := jetstream.UnfinishedRestore(ctx, c.JS); err != nil {
+		// or write a store a restore left part way either. Any other
+		// failure is the command's to meet and say its own way (status
+		// still lists the serves when JetStream does not answer).
+		if err := jetstream.UnfinishedRestore(ctx, c.JS); errors.Is(err, jetstream.ErrUnfinishedRestore) {
 			s.Close()
 			return nil, err
 		}
