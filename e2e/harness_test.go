@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -257,6 +258,37 @@ func natsClient(t testing.TB, url, token string) js.JetStream {
 		t.Fatal(err)
 	}
 	return j
+}
+
+// publishAll publishes n messages (msg gives each one's subject, body and
+// Nats-Msg-Id) straight to JetStream, asynchronously, and waits until every
+// one is acknowledged, within d. When the server falls behind (a busy
+// machine: nats.go gives up on a stalled window after 200 ms) it waits for
+// the window to drain and goes on.
+func publishAll(t testing.TB, j js.JetStream, n int, d time.Duration, msg func(i int) (subject string, body []byte, id string)) {
+	t.Helper()
+	deadline := time.After(d)
+	for i := 0; i < n; {
+		subject, body, id := msg(i)
+		_, err := j.PublishAsync(subject, body, js.WithMsgID(id))
+		if errors.Is(err, js.ErrTooManyStalledMsgs) {
+			select {
+			case <-j.PublishAsyncComplete():
+			case <-deadline:
+				t.Fatalf("publishes not acknowledged within %s", d)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		i++
+	}
+	select {
+	case <-j.PublishAsyncComplete():
+	case <-deadline:
+		t.Fatalf("publishes not acknowledged within %s", d)
+	}
 }
 
 // storedKeys returns the Nats-Msg-Id of every message in WEBHOOKS.

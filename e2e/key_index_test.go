@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // TestEmbeddedKeysStayDuplicatesBeyondTheWindowAcrossRestarts: on the
@@ -117,17 +115,9 @@ func TestEmbeddedUpgradeTakesWebhooksWhileTheKeyIndexReadsBack(t *testing.T) {
 	// (after the stop) no snapshot.
 	j := natsClient(t, e.natsURL, natsToken)
 	ctx := t.Context()
-	for i := range 20000 {
-		id := fmt.Sprintf("grants:default:evt:old_%d", i)
-		if _, err := j.PublishAsync("webhooks.grants.default", body, js.WithMsgID(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-j.PublishAsyncComplete():
-	case <-time.After(30 * time.Second):
-		t.Fatal("publishes not acknowledged in 30 s")
-	}
+	publishAll(t, j, 20000, time.Minute, func(i int) (string, []byte, string) {
+		return "webhooks.grants.default", body, fmt.Sprintf("grants:default:evt:old_%d", i)
+	})
 	s, err := j.Stream(ctx, "WEBHOOKS")
 	if err != nil {
 		t.Fatal(err)

@@ -40,16 +40,9 @@ providers:
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const n = 30000
-	for i := range n {
-		if _, err := j.PublishAsync("webhooks.grants.default", body, js.WithMsgID(fmt.Sprintf("grants:default:evt:r%d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	select {
-	case <-j.PublishAsyncComplete():
-	case <-ctx.Done():
-		t.Fatal("publishes not acknowledged within 2 min")
-	}
+	publishAll(t, j, n, 2*time.Minute, func(i int) (string, []byte, string) {
+		return "webhooks.grants.default", body, fmt.Sprintf("grants:default:evt:r%d", i)
+	})
 	hg.stop(t)
 	bk := filepath.Join(t.TempDir(), "bk")
 	if out, errOut, code := cli(t, "backup", "--config", cfg, "--out", bk); code != 0 {
