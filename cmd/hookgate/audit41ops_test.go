@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Audit 41 (operator at 3 a.m.): a forward receiver that is down for
+// maintenance answers 503 with Retry-After (the common way a server says
+// "not now"). hookgate honours it up to the longest consumer.backoff step
+// (10m by default): the event waits that long for its next try, and the
+// provider's other events wait untried. None of them is "delivered again"
+// meanwhile, so `hookgate status` reads PROBLEMS none for those 10 minutes
+// while every event stays unapplied: exactly the "receiver refusing every
+// event reads PROBLEMS none" that stop 38 set out to end
+// (TestRetryingEventIsVisible covers only a receiver without Retry-After).
+func TestAudit41OpsReceiverRetryAfterPauseIsAProblem(t *testing.T) {
+	var hits atomic.Int32
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Retry-After", "600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	// The default backoff, spelt out.
+	path := forwardConfig(t, down.URL, "consumer: { max_deliver: 8, backoff: [1s, 5s, 30s, 2m, 10m] }")
+	s := review7Start(t, path, true)
+	for i, body := range []string{
+		`{"id":"ra1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`,
+		`{"id":"ra2","grant_id":"G-2","at":"2026-11-30T10:00:00Z"}`,
+	} {
+		if code := review6Post(t, s.base, body); code != 200 {
+			t.Fatalf("post %d: %d", i, code)
+		}
+	}
+	for end := time.Now().Add(20 * time.Second); hits.Load() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the receiver got no request in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	// The receiver refused; give status 10 s to say so (the events wait
+	// 10 minutes).
+	var st review9Result
+	var doc struct {
+		Problems []string `json:"problems"`
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		st = review9Run(t, "", "status", "--json", "--config", path)
+		if err := json.Unmarshal([]byte(st.stdout), &doc); err != nil {
+			t.Fatalf("status --json: %v\n%s%s", err, st.stdout, st.stderr)
+		}
+		for _, p := range doc.Problems {
+			// The instance's readiness, checked each second, may still
+			// read "not ready" from its start for a moment: not this.
+			if !strings.Contains(p, "not ready") {
+				return
+			}
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	text := review9Run(t, "", "status", "--config", path)
+	t.Fatalf("the forward receiver answered 503 + Retry-After to every event (%d requests), nothing applied, yet status lists no problem "+
+		"(and will not until the first retry, 10 minutes later):\n%s", hits.Load(), head(text.stdout, 25))
+}
+
+// head is s's first n lines.
+func head(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "")
+}
