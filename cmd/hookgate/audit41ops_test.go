@@ -78,3 +78,15 @@ func head(s string, n int) string {
 	}
 	return strings.Join(lines, "")
 }
+
+// The README ("Operating hookgate"): "`-h` or `--help` after any of them
+// ... prints its usage and flags on stdout, exit 0". `hookgate version
+// --help` is a usage error, exit 2 ("version: unexpected argument").
+func TestAudit41OpsVersionAnswersHelp(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		r := review9Run(t, "", "version", h)
+		if r.code != 0 || !strings.Contains(r.stdout, "hookgate version") {
+			t.Errorf("hookgate version %s: exit %d, stdout %q, stderr %q; want exit 0 and its usage line on stdout", h, r.code, r.stdout, r.stderr)
+		}
+	}
+}
