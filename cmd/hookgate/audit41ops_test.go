@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,5 +92,42 @@ func TestAudit41OpsVersionAnswersHelp(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, "hookgate version") {
 			t.Errorf("hookgate version %s: exit %d, stdout %q, stderr %q; want exit 0 and its usage line on stdout", h, r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// Audit 41: serve refuses to start when a listener's port is taken, and
+// its one line should name the key to fix, as it does for the embedded
+// server ("nats.embedded.listen 127.0.0.1:P: ... address already in
+// use"). For http.listen and http.admin_listen it says only "listen
+// 127.0.0.1:P: listen tcp ...": with both set to one port written two
+// ways (localhost and 127.0.0.1, which config check passes) the operator
+// cannot tell from it which of the two keys collides.
+func TestAudit41OpsBusyHTTPPortNamesTheKey(t *testing.T) {
+	for _, key := range []string{"http.listen", "http.admin_listen"} {
+		t.Run(key, func(t *testing.T) {
+			busy, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer busy.Close()
+			httpBlock := fmt.Sprintf("http: { listen: %q }", busy.Addr().String())
+			if key == "http.admin_listen" {
+				httpBlock = fmt.Sprintf("http: { listen: %q, admin_listen: %q }", freeAddr(t), busy.Addr().String())
+			}
+			path := filepath.Join(t.TempDir(), "hookgate.yaml")
+			yaml := fmt.Sprintf("%s\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s", httpBlock, t.TempDir(), freeAddr(t), review6Provider)
+			if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := review9Run(t, "", "serve", "--config", path)
+			if r.code != 1 || !strings.Contains(r.stderr, "address already in use") {
+				t.Fatalf("serve on a busy port: exit %d, stderr:\n%s", r.code, tail(r.stderr, 1500))
+			}
+			last := strings.TrimSpace(r.stderr)
+			last = last[strings.LastIndex(last, "\n")+1:]
+			if !strings.Contains(last, key) {
+				t.Errorf("serve's refusal does not name %s: %q", key, last)
+			}
+		})
 	}
 }
