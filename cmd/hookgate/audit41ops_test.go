@@ -131,3 +131,51 @@ func TestAudit41OpsBusyHTTPPortNamesTheKey(t *testing.T) {
 		})
 	}
 }
+
+// Audit 41: once WEBHOOKS refuses webhooks for want of room (senders get
+// 503 "event store full" with Retry-After), status's problem line still
+// speaks of it as ahead: "stream WEBHOOKS at 99.9% of its max_bytes ...:
+// once full, webhooks are answered 503" (GRANTS: "at 100.0% ...: once
+// full, events that publish fail"). At 3 a.m. that reads as "not yet":
+// the operator learns only from the senders that every new event is
+// being refused now.
+func TestAudit41OpsFullWebhooksSaysItRefusesNow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\", max_body_bytes: 4096 }\nroles: { consumer: false }\nretention: { webhooks: { max_bytes: 16KB } }\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
+		t.TempDir(), freeAddr(t), review6Provider)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := review7Start(t, path, true)
+	client := &http.Client{Timeout: 20 * time.Second}
+	full := false
+	for i := 0; i < 1000 && !full; i++ {
+		code, _, err := review7Send(client, s.base, fmt.Sprintf("full-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch code {
+		case 200:
+		case 503:
+			full = true
+		default:
+			t.Fatalf("event %d: %d", i, code)
+		}
+	}
+	if !full {
+		t.Fatal("WEBHOOKS of 16 KB took 1000 events")
+	}
+	st := review9Run(t, "", "status", "--config", path)
+	var line string
+	for _, l := range strings.Split(st.stdout, "\n") {
+		if strings.Contains(l, "stream WEBHOOKS at") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("WEBHOOKS answers 503 (full) and status has no problem line for it:\n%s", head(st.stdout, 12))
+	}
+	if strings.Contains(line, "once full") {
+		t.Errorf("WEBHOOKS answers every new webhook 503 (full), and status says it will once full:\n%s", line)
+	}
+}
