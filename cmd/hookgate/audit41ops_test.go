@@ -179,3 +179,65 @@ func TestAudit41OpsFullWebhooksSaysItRefusesNow(t *testing.T) {
 		t.Errorf("WEBHOOKS answers every new webhook 503 (full), and status says it will once full:\n%s", line)
 	}
 }
+
+// Audit 41: while one event waits out its backoff (its receiver down),
+// every restart of serve, a clean SIGTERM included, resets the durable
+// consumer to its ack floor, and the events settled above it run again:
+// an event dead-lettered meanwhile (a 400 from its receiver) is POSTed to
+// the receiver again and dead-lettered a second time, so DLQ holds two
+// identical letters of it (three after the next restart), `status` counts
+// them all as dead letters, and `dlq list` shows each event twice. The
+// README says only that such an event "is tried again, its letter
+// deduplicated within dedup.window" (2m by default: restarts come later
+// than that); review BH made replay keep one letter per event for the
+// same reason ("which `dlq replay --all` re-fed twice").
+func TestAudit41OpsRestartDoesNotDoubleDeadLetters(t *testing.T) {
+	var badPosts atomic.Int32
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch key := r.Header.Get("Idempotency-Key"); {
+		case strings.Contains(key, "hold"):
+			w.WriteHeader(http.StatusServiceUnavailable) // down for this one: retried after 10m
+		case strings.Contains(key, "bad"):
+			badPosts.Add(1)
+			w.WriteHeader(http.StatusBadRequest) // refused for good: dead-lettered at once
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	defer recv.Close()
+	path := forwardConfig(t, recv.URL, "dedup: { window: 1s }\nconsumer: { max_deliver: 8, backoff: [10m] }")
+	s := review7Start(t, path, true)
+	if code := review6Post(t, s.base, `{"id":"hold1","grant_id":"H-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post hold1: %d", code)
+	}
+	if code := review6Post(t, s.base, `{"id":"bad1","grant_id":"B-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post bad1: %d", code)
+	}
+	letters := func() int {
+		r := review9Run(t, "", "dlq", "list", "--config", path)
+		return strings.Count(r.stdout, "p:default:evt:bad1 ")
+	}
+	for end := time.Now().Add(20 * time.Second); letters() != 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("bad1 not dead-lettered in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	// Past DLQ's duplicate window (dedup.window, 1s here; 2m by default).
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	s2 := review7Start(t, path, true)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if n := letters(); n > 1 {
+			r := review9Run(t, "", "dlq", "list", "--config", path)
+			t.Fatalf("after a clean restart, bad1 (dead-lettered once, its receiver POSTed %d times in all) has %d letters in DLQ:\n%s\nserve:\n%s",
+				badPosts.Load(), n, r.stdout, tail(s2.stderr.String(), 1500))
+		}
+	}
+	if n := badPosts.Load(); n != 1 {
+		t.Errorf("the receiver got bad1 %d times; it refused it once, for good", n)
+	}
+}
