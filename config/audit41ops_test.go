@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 // Audit 41 (operator at 3 a.m.): config check compares listen addresses
 // as written, so http.admin_listen (or nats.embedded.listen) on
@@ -33,5 +37,23 @@ func TestAudit41OpsListenCollisionThroughLocalhost(t *testing.T) {
 					c.HTTP.Listen, c.HTTP.AdminListen, c.NATS.Embedded.Listen, tc.key, ps)
 			}
 		})
+	}
+}
+
+// Audit 41: nats.embedded.data_dir naming an existing file (a typo, a
+// path into the wrong volume) checks "ok", and serve then stops at start
+// with "create data_dir: mkdir FILE: not a directory". config check
+// already reads the files a config names (http.tls, nats.tls, file:
+// secrets); this one it could name before the restart at 3 a.m.
+func TestAudit41OpsDataDirThatIsAFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "data")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := mustParse(t, baseYAML, nil)
+	c.NATS.Embedded.DataDir = file
+	if _, ok := findProblem(c.Check(), "nats.embedded.data_dir", ""); !ok {
+		t.Errorf("nats.embedded.data_dir %s is a regular file: config check finds nothing (serve: 'create data_dir: mkdir %s: not a directory'); problems: %v", file, file, c.Check())
 	}
 }
