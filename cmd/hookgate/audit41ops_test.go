@@ -241,3 +241,78 @@ func TestAudit41OpsRestartDoesNotDoubleDeadLetters(t *testing.T) {
 		t.Errorf("the receiver got bad1 %d times; it refused it once, for good", n)
 	}
 }
+
+// Audit 41: the serves that answer all lack the consumer role (a config
+// rolled out with roles: { consumer: false }, or the consumer half of a
+// split deployment not started again), so nothing applies events: they
+// pile up in WEBHOOKS (status's own CONSUMER row shows PENDING growing,
+// LAST ACTIVE "-"). status lists "no instance applies events" only when
+// some serve with the consumer role answers; with none it says PROBLEMS
+// none, and keeps saying it until the oldest event is half of
+// WEBHOOKS's max_age old (15 days by default), the step before it is
+// lost.
+func TestAudit41OpsNoConsumerRoleIsAProblem(t *testing.T) {
+	dataDir, natsListen := t.TempDir(), freeAddr(t)
+	write := func(extra string) string {
+		path := filepath.Join(t.TempDir(), "hookgate.yaml")
+		yaml := fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\n%snats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s", extra, dataDir, natsListen, review6Provider)
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	both, gatewayOnly := write(""), write("roles: { consumer: false }\n")
+
+	// A serve with both roles ran before: the durable consumer exists.
+	s := review7Start(t, both, true)
+	if code := review6Post(t, s.base, `{"id":"c1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post c1: %d", code)
+	}
+	type statusDoc struct {
+		Problems  []string `json:"problems"`
+		Consumers []struct {
+			Exists     bool   `json:"exists"`
+			NumPending uint64 `json:"num_pending"`
+			AckFloor   uint64 `json:"ack_floor_stream_seq"`
+		} `json:"consumers"`
+	}
+	read := func(path string) statusDoc {
+		r := review9Run(t, "", "status", "--json", "--config", path)
+		var doc statusDoc
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatalf("status --json: %v\n%s%s", err, r.stdout, r.stderr)
+		}
+		return doc
+	}
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if d := read(both); len(d.Consumers) > 0 && d.Consumers[0].AckFloor >= 1 {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("c1 not applied in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	// Now only a gateway runs on the store.
+	g := review7Start(t, gatewayOnly, true)
+	if code := review6Post(t, g.base, `{"id":"c2","grant_id":"G-2","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post c2: %d", code)
+	}
+	var d statusDoc
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		d = read(gatewayOnly)
+		for _, p := range d.Problems {
+			if !strings.Contains(p, "not ready") {
+				return
+			}
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	text := review9Run(t, "", "status", "--config", gatewayOnly)
+	t.Fatalf("only a gateway-only serve answers, nothing applies events (pending %+v), and status lists no problem:\n%s", d.Consumers, head(text.stdout, 24))
+}
