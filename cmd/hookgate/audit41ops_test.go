@@ -316,3 +316,63 @@ func TestAudit41OpsNoConsumerRoleIsAProblem(t *testing.T) {
 	text := review9Run(t, "", "status", "--config", gatewayOnly)
 	t.Fatalf("only a gateway-only serve answers, nothing applies events (pending %+v), and status lists no problem:\n%s", d.Consumers, head(text.stdout, 24))
 }
+
+// Audit 41: the dead-letter log line says "event dead-lettered: 'hookgate
+// dlq list' shows it, 'hookgate dlq replay' re-feeds it" and carries
+// "seq": the event's WEBHOOKS sequence, not the letter's DLQ sequence that
+// `dlq show SEQ` and `dlq replay SEQ` take (the letter's is not in the
+// line at all). The operator paged by the line runs `hookgate dlq replay
+// <seq>` and gets "no letter N", or re-feeds another event's letter.
+func TestAudit41OpsDeadLetterLineNamesTheLetter(t *testing.T) {
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.Header.Get("Idempotency-Key"), "bad") {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer recv.Close()
+	path := forwardConfig(t, recv.URL, "")
+	s := review7Start(t, path, true)
+	for _, body := range []string{
+		`{"id":"ok1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`,
+		`{"id":"ok2","grant_id":"G-2","at":"2026-11-30T10:00:00Z"}`,
+		`{"id":"bad1","grant_id":"G-3","at":"2026-11-30T10:00:00Z"}`,
+	} {
+		if code := review6Post(t, s.base, body); code != 200 {
+			t.Fatalf("post %s: %d", body, code)
+		}
+	}
+	var line map[string]any
+	for end := time.Now().Add(20 * time.Second); line == nil; time.Sleep(50 * time.Millisecond) {
+		for _, l := range strings.Split(s.stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && strings.HasPrefix(fmt.Sprint(m["msg"]), "event dead-lettered") && m["key"] == "p:default:evt:bad1" {
+				line = m
+			}
+		}
+		if line == nil && time.Now().After(end) {
+			t.Fatalf("no dead-letter line for bad1 in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	// The letter's DLQ sequence, as dlq list shows it.
+	r := review9Run(t, "", "dlq", "list", "--config", path)
+	var letter string
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == "p:default:evt:bad1" {
+			letter = f[0]
+		}
+	}
+	if letter == "" {
+		t.Fatalf("dlq list has no letter of bad1:\n%s", r.stdout)
+	}
+	named := false
+	for k, v := range line {
+		if (k == "seq" || strings.Contains(strings.ToLower(k), "dlq") || strings.Contains(k, "letter")) && fmt.Sprint(v) == letter {
+			named = true
+		}
+	}
+	if !named {
+		t.Errorf("the dead-letter line points to 'hookgate dlq list' and 'hookgate dlq replay' but does not name the letter's DLQ sequence %s; its \"seq\" is %v (the WEBHOOKS sequence): %v", letter, line["seq"], line)
+	}
+}
