@@ -376,3 +376,67 @@ func TestAudit41OpsDeadLetterLineNamesTheLetter(t *testing.T) {
 		t.Errorf("the dead-letter line points to 'hookgate dlq list' and 'hookgate dlq replay' but does not name the letter's DLQ sequence %s; its \"seq\" is %v (the WEBHOOKS sequence): %v", letter, line["seq"], line)
 	}
 }
+
+// Audit 41, the same reset seen from `dlq remove`: the operator takes a
+// letter no re-feed can apply out of DLQ (audited dlq-removed, "the event
+// stays in WEBHOOKS"), and the next restart of serve while another event
+// waits out its backoff runs the event again and writes its letter back:
+// the removal is undone, status lists the dead letter again, and the
+// receiver that refused it for good gets it once more.
+func TestAudit41OpsRemovedLetterStaysRemovedAcrossRestart(t *testing.T) {
+	var badPosts atomic.Int32
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch key := r.Header.Get("Idempotency-Key"); {
+		case strings.Contains(key, "hold"):
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case strings.Contains(key, "bad"):
+			badPosts.Add(1)
+			w.WriteHeader(http.StatusUnprocessableEntity)
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+	}))
+	defer recv.Close()
+	path := forwardConfig(t, recv.URL, "dedup: { window: 1s }\nconsumer: { max_deliver: 8, backoff: [10m] }")
+	s := review7Start(t, path, true)
+	for _, body := range []string{
+		`{"id":"hold1","grant_id":"H-1","at":"2026-11-30T10:00:00Z"}`,
+		`{"id":"bad1","grant_id":"B-1","at":"2026-11-30T10:00:00Z"}`,
+	} {
+		if code := review6Post(t, s.base, body); code != 200 {
+			t.Fatalf("post %s: %d", body, code)
+		}
+	}
+	letterOf := func() string {
+		r := review9Run(t, "", "dlq", "list", "--config", path)
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[1] == "p:default:evt:bad1" {
+				return f[0]
+			}
+		}
+		return ""
+	}
+	var seq string
+	for end := time.Now().Add(20 * time.Second); seq == ""; time.Sleep(100 * time.Millisecond) {
+		if seq = letterOf(); seq == "" && time.Now().After(end) {
+			t.Fatalf("bad1 not dead-lettered in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	if r := review9Run(t, "", "dlq", "remove", seq, "--config", path); r.code != 0 {
+		t.Fatalf("dlq remove %s: exit %d\n%s%s", seq, r.code, r.stdout, r.stderr)
+	}
+	// Past DLQ's duplicate window (dedup.window, 1s here; 2m by default).
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	s2 := review7Start(t, path, true)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if again := letterOf(); again != "" {
+			t.Fatalf("letter %s of bad1 was removed with 'hookgate dlq remove'; after a clean restart it is back as letter %s (the receiver got bad1 %d times)\n%s",
+				seq, again, badPosts.Load(), tail(s2.stderr.String(), 1200))
+		}
+	}
+}
