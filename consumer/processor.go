@@ -22,6 +22,9 @@ const (
 	AlreadyApplied = "already-applied"
 	DeadLettered   = "dead-lettered"
 	Retry          = "retry"
+	// AlreadyDeadLettered: a delivery of an event dead-lettered before
+	// (Options.Lettered), acknowledged without running it again.
+	AlreadyDeadLettered = "already-dead-lettered"
 )
 
 // Outcome is what became of one delivery.
@@ -96,6 +99,17 @@ type Options struct {
 	// one before waited out the dead one's lease, up to LeaseTTL, saying
 	// nothing). It must not block.
 	LeaseWait func(ev Event, l Lease)
+	// Lettered (optional) says why a stored event (its sequence in
+	// WEBHOOKS) was settled by a dead letter before this run, "" when it
+	// was not: such a delivery is acknowledged as AlreadyDeadLettered,
+	// not run again. serve fills it after resetting the consumer to its
+	// ack floor, which brings back events settled above the floor: one
+	// dead-lettered there was POSTed to the receiver that refused it and
+	// dead-lettered again at every restart, and a letter an operator had
+	// removed came back (an operations audit, stop 41). Only an operator
+	// re-feeds a dead-lettered event (dlq replay). Safe for concurrent
+	// use.
+	Lettered func(seq uint64) string
 	// Actor names who decides in the AUDIT records of this processor's
 	// decisions: "" is event.ActorConsumer (serve's consumer); an operator
 	// command (replay, dlq replay) says event.ActorOperator.
@@ -265,6 +279,12 @@ func (p *Processor) Process(ctx context.Context, m *Message) (out Outcome) {
 func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 	if m.letter != "" {
 		return p.deadLetter(ctx, m, m.letter, m.letterStatus)
+	}
+	if p.opts.Lettered != nil {
+		if why := p.opts.Lettered(m.Event.Seq); why != "" {
+			// Recorded in AUDIT when it was dead-lettered.
+			return p.ack(ctx, m, Outcome{Decision: AlreadyDeadLettered, Reason: why})
+		}
 	}
 	ev := m.Event
 	rule, ok := p.rules[ev.Provider]

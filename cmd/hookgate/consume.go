@@ -185,6 +185,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		// dead one's (its own is never waited for).
 		o.Gone = deadServe
 	}
+	lettered := &letteredBefore{}
+	o.Lettered = lettered.of
 	conn, err := sys.extraConn("hookgate-consumer")
 	if err != nil {
 		return nil, err
@@ -293,7 +295,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		// The embedded server has one client process (data_dir's lock):
 		// deliveries still outstanding were fetched by a process that is
 		// gone. Run them first.
-		redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
+		redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, lettered, logger)
 		// The source is opened now, so a durable consumer that cannot be
 		// created stops serve before it listens.
 		first, err := jetstream.OpenSource(ctx, conn, opts)
@@ -323,7 +325,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 				// fetched; a delivery that was on its way to it when it
 				// stopped pulling is still outstanding, and would come back
 				// only after the ack wait, behind newer events.
-				redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, logger)
+				redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, lettered, logger)
 			}
 			return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
 				return jetstream.OpenSource(ctx, conn, opts)
@@ -333,14 +335,16 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 }
 
 // redeliverOutstanding makes the deliveries a previous process fetched and
-// did not settle due at once (jetstream.RedeliverOutstanding), unless more
+// did not settle due at once (jetstream.RedeliverOutstanding), and tells
+// lettered (may be nil) which events above the floor were dead-lettered
+// before, unless more
 // than four windows (maxAckPending each) of settled deliveries would run
 // again, or
 // events stored more than half the horizon ago (settled ones must still be
 // remembered as applied when they come again). A failure is logged: the
 // deliveries still come back after the ack wait. It waits up to about
 // 30 s for a store that does not answer yet (jetstream.RedeliverOutstanding).
-func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, horizon time.Duration, logger *slog.Logger) {
+func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, horizon time.Duration, lettered *letteredBefore, logger *slog.Logger) {
 	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending), time.Now().Add(-horizon/2))
 	if err != nil {
 		var attrs []any
@@ -357,6 +361,11 @@ func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPendi
 	if n > 0 {
 		logger.Info("redelivering first what a stopped process had fetched and not settled, from the consumer's ack floor",
 			slog.Int("outstanding", n), slog.Uint64("seq", from))
+	}
+	if from > 0 && lettered != nil {
+		// The reset brings back every event settled above the floor: the
+		// applied ones are found applied, the dead-lettered ones only so.
+		lettered.load(ctx, conn, from, logger)
 	}
 }
 

@@ -27,7 +27,7 @@ func TestRedeliverOutstandingLogsNoCountItDoesNotKnow(t *testing.T) {
 	// (serve's end after 30 s).
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
-	redeliverOutstanding(ctx, c, 128, time.Hour, logger)
+	redeliverOutstanding(ctx, c, 128, time.Hour, nil, logger)
 	line := buf.String()
 	if !strings.Contains(line, "deliveries a stopped process had fetched come back after the ack wait") {
 		t.Fatalf("no warning logged: %q", line)

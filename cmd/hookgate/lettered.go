@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/hookgate/hookgate/event"
+	"github.com/hookgate/hookgate/jetstream"
+)
+
+// letteredBefore is consumer.Options.Lettered for serve: the stored events
+// at or above the ack floor of the consumer's last reset that were
+// dead-lettered before it (their letter in DLQ, or, removed from there
+// by an operator, their dead-lettered record in AUDIT). The reset brings
+// every event settled above the floor back; these must not run again.
+type letteredBefore struct {
+	mu   sync.Mutex
+	seqs map[uint64]string // stored seq -> why it is settled
+}
+
+// of says why the stored event seq was dead-lettered before the reset, ""
+// when it was not. Safe on a nil receiver (no reset).
+func (l *letteredBefore) of(seq uint64) string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seqs[seq]
+}
+
+// load reads, after a reset whose first event again is from, the letters
+// and dead-lettered records written since that event was stored, and keeps
+// those of events from on. What it could not read is logged: those
+// events' letters may then be written twice, as before.
+func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from uint64, logger *slog.Logger) {
+	seqs := map[uint64]string{}
+	defer func() {
+		l.mu.Lock()
+		l.seqs = seqs
+		l.mu.Unlock()
+	}()
+	first, err := jetstream.GetMsg(ctx, conn, jetstream.StreamWebhooks, from)
+	if err != nil {
+		logger.Warn("could not read which events were dead-lettered before the consumer's reset: one may be sent and dead-lettered again", slog.String("error", err.Error()))
+		return
+	}
+	err = jetstream.Read(ctx, conn, jetstream.StreamDLQ, jetstream.Range{Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
+		if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil && stored >= from {
+			seqs[stored] = fmt.Sprintf("dead-lettered before this start (letter %d in DLQ)", m.Seq)
+		}
+		return nil
+	})
+	if err == nil {
+		err = jetstream.Read(ctx, conn, jetstream.StreamAudit, jetstream.Range{Filter: "audit." + event.DecisionDeadLettered + ".>", Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
+			records, _ := event.AuditRecords(m.Body) // the records before a damaged line
+			for _, r := range records {
+				if r.Decision == event.DecisionDeadLettered && r.Seq >= from && seqs[r.Seq] == "" {
+					seqs[r.Seq] = "dead-lettered before this start (its letter since removed from DLQ)"
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		logger.Warn("could not read which events were dead-lettered before the consumer's reset: one may be sent and dead-lettered again", slog.String("error", err.Error()))
+	}
+	if len(seqs) > 0 {
+		logger.Info("events dead-lettered before this start are not run again", slog.Int("events", len(seqs)), slog.Uint64("seq", from))
+	}
+}
