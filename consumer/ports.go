@@ -134,6 +134,8 @@ type Message struct {
 	// letterStatus is the HTTP status letter's failure had (a forward's
 	// answer), 0 when none.
 	letterStatus int
+	// letterSeq is the DLQ sequence of the letter written, for the log line.
+	letterSeq uint64
 	// effectsDone is how many of the event's effects before its last
 	// succeeded in this delivery's runs that then failed for the store's
 	// trouble (ErrStoreUnavailable): the runs that try again in place

@@ -144,11 +144,13 @@ func (p *Processor) backoff(n int) time.Duration {
 // deadLetter writes m's letter with reason; status is the HTTP status of
 // the failure (a forward's answer) for the AUDIT record, 0 when none.
 func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string, status int) Outcome {
-	if _, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries); err != nil {
+	letter, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries)
+	if err != nil {
 		m.letter, m.letterStatus = reason, status
 		return p.retry(m, withOp("dead-letter", err), false)
 	}
 	p.recordStatus(m.Event, event.DecisionDeadLettered, reason, status)
+	m.letterSeq = letter
 	return p.ack(ctx, m, Outcome{Decision: DeadLettered, Reason: reason})
 }
 
@@ -163,7 +165,10 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 	if out.Decision == DeadLettered {
 		// Says what happened and what to do without reading the fields
 		// (a metrics and logs audit, stop 38: the message was "event").
-		msg = "event dead-lettered: 'hookgate dlq list' shows it, 'hookgate dlq replay' re-feeds it once the cause is fixed"
+		// "letter" is the DLQ sequence the dlq commands take ("seq" is
+		// the event's in WEBHOOKS; an operations audit, stop 41).
+		msg = "event dead-lettered: 'hookgate dlq show LETTER' shows it, 'hookgate dlq replay LETTER' re-feeds it once the cause is fixed"
+		attrs = append(attrs, slog.Uint64("letter", m.letterSeq))
 		// At most a few a second per provider, as the retry lines: a
 		// receiver down for long wrote one a dead letter (15k lines in a
 		// soak audit, stop 40); AUDIT and DLQ hold every one.

@@ -197,7 +197,7 @@ func TestLogLevel(t *testing.T) {
 			expect(t, post(t, url, signGrants(t, "msg_a", applied), applied), 200, "status", "accepted")
 			expect(t, post(t, url, signGrants(t, "msg_b", noTime), noTime), 200, "status", "accepted")
 			waitFor(t, "the dead letter's warning", 30*time.Second, func() bool {
-				return strings.Contains(hg.stderr.String(), `"level":"WARN","msg":"event dead-lettered: 'hookgate dlq list' shows it`) &&
+				return strings.Contains(hg.stderr.String(), `"level":"WARN","msg":"event dead-lettered: 'hookgate dlq show LETTER' shows it`) &&
 					strings.Contains(hg.stderr.String(), `"decision":"dead-lettered"`)
 			})
 			// The consumer logs each decision before it acks: once both
