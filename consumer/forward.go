@@ -482,6 +482,10 @@ func (f *Forward) transportError(ctx, reqCtx context.Context, err error) error {
 	case reqCtx.Err() != nil:
 		fe.Err = reqCtx.Err()
 		fe.detail = "no response within " + f.timeout.String()
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// net/http's word for a peer that hung up: "EOF" named no cause
+		// (an operations audit, stop 41).
+		fe.detail = "the receiver closed the connection without an answer (" + err.Error() + ")"
 	default:
 		fe.detail = err.Error()
 		// Belt and braces: transport errors are not expected to quote
