@@ -128,6 +128,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case "trace":
 		return runTrace(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
+		if len(args) == 2 && isHelp(args[1]) {
+			// Every command answers -h/--help with its usage (an
+			// operations audit, stop 41).
+			fmt.Fprintln(stdout, "usage: hookgate version\nprints the binary's version")
+			return nil
+		}
 		if len(args) > 1 {
 			return usagef("version: unexpected argument %q", args[1])
 		}
