@@ -494,7 +494,13 @@ func openListeners(cfg *config.Config, tlsCfg *tls.Config, logger *slog.Logger, 
 			for _, l := range out {
 				_ = l.ln.Close()
 			}
-			return err
+			// The key to fix, as the embedded server's refusal names
+			// nats.embedded.listen (an operations audit, stop 41).
+			key := "http.listen"
+			if !webhooks && cfg.HTTP.AdminListen != "" {
+				key = "http.admin_listen"
+			}
+			return fmt.Errorf("%s: %w", key, err)
 		}
 		out = append(out, listener{srv: srv, ln: ln, h: h, webhooks: webhooks, line: fmt.Sprintf(format, scheme(cfg), ln.Addr())})
 		what := "webhooks answer 503 until the event store is open"
@@ -572,7 +578,7 @@ func listen(cfg *config.Config, tlsCfg *tls.Config, addr string, h http.Handler,
 	if tcp == nil {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("listen %s: %w", addr, err)
+			return nil, nil, err // "listen tcp ADDR: ...", the caller names the key
 		}
 		tcp = l.(*net.TCPListener)
 	}
