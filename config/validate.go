@@ -254,6 +254,13 @@ func (c *Config) checkNATS(k *checker) {
 	}
 	if n.URL == "" && e.DataDir == "" {
 		k.errorf("nats.embedded.data_dir", "required")
+	} else if n.URL == "" {
+		// serve makes it when absent; a file there stopped it at start
+		// with "mkdir ...: not a directory" after config check said ok
+		// (an operations audit, stop 41).
+		if fi, err := os.Stat(e.DataDir); err == nil && !fi.IsDir() {
+			k.errorf("nats.embedded.data_dir", "%s is a file, not a directory: point it at a directory (serve makes it when absent)", e.DataDir)
+		}
 	}
 	if e.Listen != "" {
 		if err := checkHostPort(e.Listen); err != nil {
@@ -305,7 +312,24 @@ func sameListen(a, b string) bool {
 		return false
 	}
 	everyAddr := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	return ah == bh || everyAddr(ah) || everyAddr(bh)
+	return sameHost(ah, bh) || everyAddr(ah) || everyAddr(bh)
+}
+
+// sameHost reports whether two listen hosts are one: written alike, the
+// same IP written two ways, or localhost and 127.0.0.1, which Go's
+// listener takes for localhost (an operations audit, stop 41: the two
+// passed, and serve failed to bind).
+func sameHost(a, b string) bool {
+	norm := func(h string) string {
+		if strings.EqualFold(h, "localhost") {
+			return "127.0.0.1"
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.String()
+		}
+		return h
+	}
+	return norm(a) == norm(b)
 }
 
 func validNATSURL(s string) bool {
