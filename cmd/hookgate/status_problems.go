@@ -28,6 +28,26 @@ var fullMeans = map[string]string{
 	jetstream.StreamDLQ:      ": once full, events to dead-letter wait unapplied (or remove letters: hookgate dlq remove)",
 }
 
+// fullNow is fullMeans for a stream that is full already (streamFull):
+// "once full" read as "not yet" while every webhook was answered 503 (an
+// operations audit, stop 41).
+var fullNow = map[string]string{
+	jetstream.StreamWebhooks: ": full, so webhooks are answered 503 now",
+	jetstream.StreamGrants:   ": full, so events that publish fail now and are dead-lettered after consumer.max_deliver attempts",
+	jetstream.StreamDLQ:      ": full, so events to dead-letter wait unapplied now (or remove letters: hookgate dlq remove)",
+}
+
+// streamFull reports whether a stream with a byte limit has less room
+// left than two of its messages take on average: the next write is
+// refused, or about to be.
+func streamFull(s jetstream.StreamStatus) bool {
+	if s.MaxBytes <= 0 || s.Messages == 0 {
+		return false
+	}
+	room := max(s.MaxBytes-int64(s.Bytes), 0)
+	return uint64(room) < 2*(s.Bytes/s.Messages)
+}
+
 // statusProblems lists, one short line each, what in a status needs a
 // person: an instance not ready, no serve running or none applying, a
 // stream, bucket or the durable consumer missing, an unapplied event past
@@ -49,8 +69,12 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 				s.Name, strings.Join(s.ReplicasOffline, ", "), s.Replicas-n, s.Replicas))
 		}
 		if pct, ok := s.DiskUse(); ok && pct >= streamFullShare && s.Name != jetstream.StreamAudit {
+			means := fullMeans[s.Name]
+			if streamFull(s) {
+				means = fullNow[s.Name]
+			}
 			problems = append(problems, fmt.Sprintf("stream %s at %.1f%% of its max_bytes (retention.%s.max_bytes, read at start: raise it and restart serve)%s",
-				s.Name, pct, strings.ToLower(s.Name), fullMeans[s.Name]))
+				s.Name, pct, strings.ToLower(s.Name), means))
 		}
 	}
 	for _, b := range st.Buckets {
