@@ -87,7 +87,17 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	}
 	if len(st.Consumers) > 0 && !st.Consumers[0].Exists {
 		problems = append(problems, "consumer "+st.Consumers[0].Stream+"/"+st.Consumers[0].Name+" missing: nothing applies events")
-	} else if c := st.Consumers; len(c) > 0 && c[0].NumRedelivered > 0 {
+	} else if n := len(inst.Docs); n > 0 && !slices.ContainsFunc(inst.Docs, func(d instanceDoc) bool { return slices.Contains(d.Roles, "consumer") }) &&
+		len(st.Consumers) > 0 && idle(st.Consumers[0]) {
+		// Gateways only (a rollout with roles.consumer false, the
+		// consumer half of a split not started again): "PROBLEMS none"
+		// while events piled up (an operations audit, stop 41). A
+		// consumer serve that does not answer (NATS permissions) but
+		// runs keeps a pull waiting or events under way: not this.
+		problems = append(problems, fmt.Sprintf("no instance applies events: none of the %d serves that answered has the consumer role (roles.consumer), nothing pulls from %s, and %d events wait there",
+			n, st.Consumers[0].Stream, st.Consumers[0].NumPending))
+	}
+	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered > 0 {
 		// A forward receiver refusing every event read "PROBLEMS none" for
 		// the half hour of retries before the first dead letter (a 3 a.m.
 		// audit, stop 38).
@@ -105,6 +115,12 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 		problems = append(problems, fmt.Sprintf("%d dead letters in DLQ (hookgate dlq list)", n))
 	}
 	return problems
+}
+
+// idle reports whether nothing pulls from a consumer that has events to
+// deliver: no pull waiting, none delivered and unacknowledged.
+func idle(c jetstream.ConsumerStatus) bool {
+	return c.Exists && c.NumPending > 0 && c.NumWaiting == 0 && c.NumAckPending == 0
 }
 
 // instanceProblems are statusProblems' lines about the running serves.

@@ -80,7 +80,7 @@ func TestStatusProblemsAgingOut(t *testing.T) {
 	st := jetstream.Status{
 		At:        now,
 		Streams:   []jetstream.StreamStatus{{Name: "WEBHOOKS", Exists: true, MaxAge: 720 * time.Hour}},
-		Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply", Exists: true, NumPending: 5}},
+		Consumers: []jetstream.ConsumerStatus{{Stream: "WEBHOOKS", Name: "hookgate-apply", Exists: true, NumPending: 5, NumWaiting: 1}}, // a consumer pulls
 	}
 	ready := instancesView{Docs: []instanceDoc{{Instance: "h/1", Ready: true}}}
 	for _, tc := range []struct {
@@ -126,6 +126,25 @@ func TestStatusProblemsNobodyApplies(t *testing.T) {
 		has := slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, "no instance applies events") })
 		if has != tc.want {
 			t.Errorf("instances %+v: problems %q, want the nobody-applies line: %v", tc.docs, got, tc.want)
+		}
+	}
+	// Only gateways answered: a problem when nothing pulls while events
+	// wait (operations audit, stop 41), not when a consumer that does not
+	// answer (NATS permissions) pulls or has events under way.
+	for _, tc := range []struct {
+		c    jetstream.ConsumerStatus
+		want bool
+	}{
+		{jetstream.ConsumerStatus{Exists: true, NumPending: 3}, true},
+		{jetstream.ConsumerStatus{Exists: true, NumPending: 3, NumWaiting: 1}, false},
+		{jetstream.ConsumerStatus{Exists: true, NumPending: 3, NumAckPending: 8}, false},
+		{jetstream.ConsumerStatus{Exists: true}, false},
+	} {
+		st.Consumers = []jetstream.ConsumerStatus{tc.c}
+		got := statusProblems(st, instancesView{Docs: []instanceDoc{gateway}})
+		has := slices.ContainsFunc(got, func(p string) bool { return strings.HasPrefix(p, "no instance applies events") })
+		if has != tc.want {
+			t.Errorf("gateways only, consumer %+v: problems %q, want the nobody-applies line: %v", tc.c, got, tc.want)
 		}
 	}
 }
