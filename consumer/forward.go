@@ -108,6 +108,8 @@ type Pauser interface {
 	// asked for (zero, or not after now: none); fresh is true the first
 	// time a pause is reported.
 	PausedUntil(now time.Time, limit time.Duration) (until time.Time, fresh bool)
+	// PauseEnd is PausedUntil's until, the pause's news left untaken.
+	PauseEnd(now time.Time, limit time.Duration) time.Time
 }
 
 // PausedUntil implements Pauser. A pause is at most limit long from the
@@ -115,18 +117,33 @@ type Pauser interface {
 // provider for a day, re-parked limit at a time); a clock that went back
 // past its start ends it.
 func (f *Forward) PausedUntil(now time.Time, limit time.Duration) (time.Time, bool) {
+	p, until := f.pauseEnd(now, limit)
+	if until.IsZero() {
+		return until, false
+	}
+	return until, f.announced.Swap(p) != p
+}
+
+// PauseEnd is PausedUntil without taking the pause's news: for a report
+// of the pauses (status), which must not silence the consumer's line.
+func (f *Forward) PauseEnd(now time.Time, limit time.Duration) time.Time {
+	_, until := f.pauseEnd(now, limit)
+	return until
+}
+
+func (f *Forward) pauseEnd(now time.Time, limit time.Duration) (*forwardPause, time.Time) {
 	p := f.pauseOf.Load()
 	if p == nil || now.Before(p.from) {
-		return time.Time{}, false
+		return nil, time.Time{}
 	}
 	until := p.until
 	if limit > 0 && until.Sub(p.from) > limit {
 		until = p.from.Add(limit)
 	}
 	if !until.After(now) {
-		return time.Time{}, false
+		return nil, time.Time{}
 	}
-	return until, f.announced.Swap(p) != p
+	return p, until
 }
 
 // pause records a receiver's Retry-After, asked at from; the latest answer

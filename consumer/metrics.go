@@ -114,6 +114,13 @@ func (t timedEffect) PausedUntil(now time.Time, limit time.Duration) (time.Time,
 	return time.Time{}, false
 }
 
+func (t timedEffect) PauseEnd(now time.Time, limit time.Duration) time.Time {
+	if p, ok := t.e.(Pauser); ok {
+		return p.PauseEnd(now, limit)
+	}
+	return time.Time{}
+}
+
 // forwardClass names the outcome of a forward for metrics.
 func forwardClass(err error) string {
 	if err == nil {

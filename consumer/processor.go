@@ -442,6 +442,36 @@ func (p *Processor) pausedEffect(m *Message, rule Rule, peek bool) (Outcome, boo
 	return Outcome{}, false
 }
 
+// EffectPauses returns, for each provider one of whose effects' targets
+// asked to be left alone (a forward receiver's 429 or 503 with
+// Retry-After), when that pause ends; nil when none is paused. Its events
+// wait untried meanwhile, and are not delivered again, so status reads
+// this (an operations audit, stop 41: PROBLEMS none for the 10 minutes
+// of a pause). Safe for concurrent use.
+func (p *Processor) EffectPauses() map[string]time.Time {
+	now := p.opts.Now()
+	var limit time.Duration
+	if len(p.opts.Backoff) > 0 {
+		limit = slices.Max(p.opts.Backoff)
+	}
+	var out map[string]time.Time
+	for provider, rule := range p.rules {
+		for _, e := range rule.Effects {
+			pe, ok := e.(Pauser)
+			if !ok {
+				continue
+			}
+			if until := pe.PauseEnd(now, limit); !until.IsZero() && until.After(out[provider]) {
+				if out == nil {
+					out = map[string]time.Time{}
+				}
+				out[provider] = until
+			}
+		}
+	}
+	return out
+}
+
 // waitAtHead lets an event that has to wait, untried, keep its place: under
 // Run it stays at the head of its subject for handBackDelay, or until the
 // event of key waitFor ("": none) has run (Message.parkable); else it is

@@ -164,8 +164,9 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 // startConsumer provisions the KV buckets and the durable consumer and
 // returns the function that runs it until ctx ends.
 // applying is true while this instance runs the consumer (on a cluster:
-// holds the consumer lock); paused while a backup pauses it (pauseGate).
-func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying, paused *atomic.Bool) (func(context.Context) error, error) {
+// holds the consumer lock); paused while a backup pauses it (pauseGate);
+// pauses is set to what tells the forward receivers' pauses.
+func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying, paused *atomic.Bool, pauses *func() map[string]time.Time) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
 	// A small window: deliveries a killed instance had fetched come back
@@ -195,6 +196,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 	if err != nil {
 		return nil, err
 	}
+	*pauses = proc.EffectPauses
 	opts := jetstream.SourceOptions{
 		MaxAckPending: window + retryRoom,
 		Prefetch:      max(window/4, 16),

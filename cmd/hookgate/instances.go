@@ -48,6 +48,11 @@ type instanceDoc struct {
 	// the dedup store by the running gateway's horizon, not by whatever
 	// the CLI's config says (absent from a serve before stop 40).
 	HorizonSeconds int64 `json:"horizon_seconds,omitempty"`
+	// ForwardPaused: providers whose forward receiver asked to be left
+	// alone (429 or 503 with Retry-After), and until when: their events
+	// wait untried, not delivered again, so nothing else tells status
+	// (absent from a serve before stop 41).
+	ForwardPaused map[string]time.Time `json:"forward_paused,omitempty"`
 }
 
 // instanceReporter builds serve's answer on jetstream.SubjectInstances.
@@ -61,7 +66,10 @@ type instanceReporter struct {
 	ready    func(context.Context) error
 	applying *atomic.Bool // nil without the consumer role
 	paused   *atomic.Bool // nil without the consumer role
-	last     atomic.Pointer[readiness]
+	// pauses tells the forward receivers' pauses (nil without the
+	// consumer role); safe for concurrent use.
+	pauses func() map[string]time.Time
+	last   atomic.Pointer[readiness]
 }
 
 // readiness is one readiness check's result.
@@ -139,6 +147,9 @@ func (r *instanceReporter) report() []byte {
 	}
 	d.Applying = r.applying != nil && r.applying.Load()
 	d.Paused = r.paused != nil && r.paused.Load()
+	if r.pauses != nil {
+		d.ForwardPaused = r.pauses()
+	}
 	b, err := json.Marshal(d)
 	if err != nil { // a struct of strings, bools and a time: cannot fail
 		return []byte(`{}`)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -131,6 +132,12 @@ func instanceProblems(inst instancesView) []string {
 	}
 	consumers, applying, paused := 0, false, 0
 	for _, in := range inst.Docs {
+		for _, provider := range slices.Sorted(maps.Keys(in.ForwardPaused)) {
+			// Waiting untried is not "delivered again": PROBLEMS read
+			// none for the whole pause (an operations audit, stop 41).
+			problems = append(problems, fmt.Sprintf("provider %s's forward receiver asked to be left alone (429 or 503 with Retry-After) until %s: its events wait, untried, on %s",
+				provider, in.ForwardPaused[provider].UTC().Format(time.RFC3339), in.Instance))
+		}
 		if !in.Ready {
 			p := "instance " + in.Instance + " not ready"
 			if in.Problem != "" {
