@@ -979,9 +979,9 @@ func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Re
 // made the reset refuse exactly when it was needed: after the disk was
 // freed, the parked events came back stale; a resource audit, stop 39.)
 // It returns
-// how many deliveries were outstanding and the first stream sequence
-// delivered again (0, 0 when nothing was outstanding or the consumer does
-// not exist yet). With an error, outstanding is 0 when the consumer's
+// how many deliveries were outstanding, the first stream sequence
+// delivered again and the last one delivered before the reset (0, 0, 0
+// when nothing was outstanding or the consumer does not exist yet). With an error, outstanding is 0 when the consumer's
 // info never came (the count is not known), else the count.
 //
 // A request the store does not answer, or answers that it has no leader
@@ -989,7 +989,7 @@ func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Re
 // for up to redeliverWait in all: the consumer starts pulling only after
 // this (a single 5 s try failed after a whole-cluster restart, and the
 // deliveries came back after the ack wait).
-func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, storedSince time.Time) (outstanding int, from uint64, err error) {
+func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, storedSince time.Time) (outstanding int, from, through uint64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, redeliverWait)
 	defer cancel()
 	var info *js.ConsumerInfo
@@ -1002,13 +1002,13 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 		return nil
 	})
 	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if info.NumAckPending == 0 {
-		return 0, 0, nil
+		return 0, 0, 0, nil
 	}
 	again := info.Delivered.Stream - info.AckFloor.Stream
 	settled := again - min(again, uint64(info.NumAckPending))
@@ -1018,7 +1018,7 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 	// ones delivered once (never tried, or waiting their first retry)
 	// do not.
 	if n := settled + uint64(max(info.NumRedelivered, 0)); n > maxSettled {
-		return info.NumAckPending, 0, fmt.Errorf("%w: %d settled and %d retried events between the ack floor (%d) and the last delivery (%d), more than %d", ErrTooFarBehind, settled, info.NumRedelivered, info.AckFloor.Stream, info.Delivered.Stream, maxSettled)
+		return info.NumAckPending, 0, 0, fmt.Errorf("%w: %d settled and %d retried events between the ack floor (%d) and the last delivery (%d), more than %d", ErrTooFarBehind, settled, info.NumRedelivered, info.AckFloor.Stream, info.Delivered.Stream, maxSettled)
 	}
 	// Every event above the floor was stored after the first one, and
 	// settled after it was stored.
@@ -1029,11 +1029,11 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 	})
 	switch {
 	case errors.Is(err, ErrNotFound):
-		return info.NumAckPending, 0, fmt.Errorf("%w: stream sequence %d, above the ack floor, is gone", ErrTooFarBehind, info.AckFloor.Stream+1)
+		return info.NumAckPending, 0, 0, fmt.Errorf("%w: stream sequence %d, above the ack floor, is gone", ErrTooFarBehind, info.AckFloor.Stream+1)
 	case err != nil:
-		return info.NumAckPending, 0, fmt.Errorf("read the first event above the ack floor: %w", err)
+		return info.NumAckPending, 0, 0, fmt.Errorf("read the first event above the ack floor: %w", err)
 	case first.Time.Before(storedSince):
-		return info.NumAckPending, 0, fmt.Errorf("%w: the first event above the ack floor was stored at %s, before %s", ErrTooFarBehind, first.Time.UTC().Format(time.RFC3339), storedSince.UTC().Format(time.RFC3339))
+		return info.NumAckPending, 0, 0, fmt.Errorf("%w: the first event above the ack floor was stored at %s, before %s", ErrTooFarBehind, first.Time.UTC().Format(time.RFC3339), storedSince.UTC().Format(time.RFC3339))
 	}
 	// A reset sent again after its answer was lost resets to the same
 	// floor: nothing pulls from the consumer meanwhile.
@@ -1042,9 +1042,9 @@ func RedeliverOutstanding(ctx context.Context, c *Conn, maxSettled uint64, store
 		return err
 	})
 	if err != nil {
-		return info.NumAckPending, 0, err
+		return info.NumAckPending, 0, 0, err
 	}
-	return info.NumAckPending, from, nil
+	return info.NumAckPending, from, info.Delivered.Stream, nil
 }
 
 // redeliverWait bounds RedeliverOutstanding's retries (see there): about

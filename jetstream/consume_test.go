@@ -242,7 +242,7 @@ func TestRestartPullsHandedBackEventsBeforeNewerOnes(t *testing.T) {
 func TestRedeliverOutstanding(t *testing.T) {
 	env := jstest.Start(t, "")
 	ctx := t.Context()
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 0 {
+	if n, _, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 0 {
 		t.Fatalf("no consumer yet: %d outstanding, %v; want 0, nil", n, err)
 	}
 	pub := jetstream.NewPublisher(env.Conn, 5*time.Second)
@@ -301,17 +301,17 @@ func TestRedeliverOutstanding(t *testing.T) {
 		t.Fatalf("first fetch: %v", got)
 	}
 	// One settled event (2) above the floor: more than allowed.
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 0, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
+	if n, _, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 0, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
 		t.Fatalf("with no settled event to run again: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
 	}
 	// The first event above the floor stored before the given time: too
 	// old to run again (settled ones may be forgotten as applied).
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3, time.Now().Add(time.Hour)); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
+	if n, _, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 3, time.Now().Add(time.Hour)); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 2 {
 		t.Fatalf("with events stored before the bound: %d outstanding, %v; want 2, ErrTooFarBehind", n, err)
 	}
 	// Three events from the floor to the last delivery, but two of them
 	// outstanding (they run again whichever way): one settled, allowed.
-	n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Now().Add(-time.Hour))
+	n, from, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Now().Add(-time.Hour))
 	if err != nil || n != 2 || from != 1 {
 		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
 	}
@@ -327,10 +327,10 @@ func TestRedeliverOutstanding(t *testing.T) {
 	}
 	// 3, retried, counts against the bound with 2, settled: a reset would
 	// make a retry waiting out its backoff due at once.
-	if n, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 3 {
+	if n, _, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Time{}); !errors.Is(err, jetstream.ErrTooFarBehind) || n != 3 {
 		t.Fatalf("with a retried delivery and a settled one above the floor, at most 1: %d outstanding, %v; want 3, ErrTooFarBehind", n, err)
 	}
-	if n, from, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 3 || from != 1 {
+	if n, from, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 100, time.Time{}); err != nil || n != 3 || from != 1 {
 		t.Fatalf("with 3 redelivered outstanding: %d, %d, %v; want 3 outstanding, from 1", n, from, err)
 	}
 	if got := fetch(4, 0); fmt.Sprint(got) != "[1 2 3 4]" {

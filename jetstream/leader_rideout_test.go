@@ -260,7 +260,7 @@ func TestRedeliverOutstandingRidesOutAnUnansweredConsumerInfo(t *testing.T) {
 	var n int
 	var from uint64
 	err = returnsWithin(t, 40*time.Second, func() (err error) {
-		n, from, err = RedeliverOutstanding(t.Context(), lossy, 100, time.Time{})
+		n, from, _, err = RedeliverOutstanding(t.Context(), lossy, 100, time.Time{})
 		return err
 	})
 	if err != nil || n != 2 || from != 1 {

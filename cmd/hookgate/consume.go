@@ -347,7 +347,7 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 // deliveries still come back after the ack wait. It waits up to about
 // 30 s for a store that does not answer yet (jetstream.RedeliverOutstanding).
 func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPending int, horizon time.Duration, lettered *letteredBefore, logger *slog.Logger) {
-	n, from, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending), time.Now().Add(-horizon/2))
+	n, from, through, err := jetstream.RedeliverOutstanding(ctx, conn, 4*uint64(maxAckPending), time.Now().Add(-horizon/2))
 	if err != nil {
 		var attrs []any
 		if n > 0 {
@@ -367,7 +367,7 @@ func redeliverOutstanding(ctx context.Context, conn *jetstream.Conn, maxAckPendi
 	if from > 0 && lettered != nil {
 		// The reset brings back every event settled above the floor: the
 		// applied ones are found applied, the dead-lettered ones only so.
-		lettered.load(ctx, conn, from, logger)
+		lettered.load(ctx, conn, from, through, logger)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // letteredBefore is consumer.Options.Lettered for serve: the stored events
-// at or above the ack floor of the consumer's last reset that were
-// dead-lettered before it (their letter in DLQ, or, removed from there
+// the consumer's last reset delivers again (above its ack floor, up to its
+// last delivery) that were dead-lettered before it (their letter in DLQ, or, removed from there
 // by an operator, their dead-lettered record in AUDIT). The reset brings
 // every event settled above the floor back; these must not run again.
 type letteredBefore struct {
@@ -32,11 +32,13 @@ func (l *letteredBefore) of(seq uint64) string {
 	return l.seqs[seq]
 }
 
-// load reads, after a reset whose first event again is from, the letters
-// and dead-lettered records written since that event was stored, and keeps
-// those of events from on. What it could not read is logged: those
+// load reads, after a reset that delivers the events from to through
+// again, the letters and dead-lettered records written since from was
+// stored, and keeps those of events in that range (one above it was never
+// delivered to a consumer: its letter is a replay's, and the consumer
+// still runs it). What it could not read is logged: those
 // events' letters may then be written twice, as before.
-func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from uint64, logger *slog.Logger) {
+func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from, through uint64, logger *slog.Logger) {
 	seqs := map[uint64]string{}
 	defer func() {
 		l.mu.Lock()
@@ -49,7 +51,7 @@ func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from ui
 		return
 	}
 	err = jetstream.Read(ctx, conn, jetstream.StreamDLQ, jetstream.Range{Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
-		if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil && stored >= from {
+		if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil && stored >= from && stored <= through {
 			seqs[stored] = fmt.Sprintf("dead-lettered before this start (letter %d in DLQ)", m.Seq)
 		}
 		return nil
@@ -58,7 +60,7 @@ func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from ui
 		err = jetstream.Read(ctx, conn, jetstream.StreamAudit, jetstream.Range{Filter: "audit." + event.DecisionDeadLettered + ".>", Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
 			records, _ := event.AuditRecords(m.Body) // the records before a damaged line
 			for _, r := range records {
-				if r.Decision == event.DecisionDeadLettered && r.Seq >= from && seqs[r.Seq] == "" {
+				if r.Decision == event.DecisionDeadLettered && r.Seq >= from && r.Seq <= through && seqs[r.Seq] == "" {
 					seqs[r.Seq] = "dead-lettered before this start (its letter since removed from DLQ)"
 				}
 			}
