@@ -2,9 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,4 +117,89 @@ func TestReview41LetteredMatchesTheEventNotJustItsSequence(t *testing.T) {
 			"(the letter %d is of grantsgov:default:evt:old-2 of the deleted stream, whose Hookgate-Stored-Seq %s is the same number)",
 			newSeq, why, again, strconv.FormatUint(oldSeq, 10))
 	}
+}
+
+// review41Config writes a config with the test provider forwarding to
+// forward, on the embedded store in dataDir listening at natsListen.
+func review41Config(t *testing.T, httpListen, dataDir, natsListen, forward, top string) string {
+	t.Helper()
+	provider := strings.Replace(review6Provider, `    occurred_at: "json:/at"`, `    occurred_at: "json:/at"
+    effects: { forward: { url: "`+forward+`" } }`, 1)
+	path := filepath.Join(t.TempDir(), "hookgate.yaml")
+	yaml := fmt.Sprintf("http: { listen: %q }\n%s\nnats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s",
+		httpListen, top, dataDir, natsListen, provider)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Review 41 (commit 34729d6: status says "no instance applies events"
+// when only gateway serves answer and nothing pulls from WEBHOOKS). Its
+// test holds a consumer serve that stopped with nothing outstanding.
+// The same serve stopped while an event waits for its retry (its
+// receiver refusing with a 503, the very moment an operator restarts or
+// splits roles) leaves that delivery unacknowledged in the durable
+// consumer, and nothing will ever pull it back: NumAckPending stays above
+// 0, so idle() is false, and status reads PROBLEMS none while only
+// gateways run and every new event piles up unapplied (until the oldest
+// is half of max_age old, 15 days by default).
+func TestReview41NoConsumerRoleWithADeliveryOutstandingIsAProblem(t *testing.T) {
+	var hits atomic.Int32
+	ln, err := net.Listen("tcp", "127.0.0.1:19814")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	down.Listener.Close()
+	down.Listener = ln
+	down.Start()
+	defer down.Close()
+
+	dataDir := t.TempDir()
+	both := review41Config(t, "127.0.0.1:19811", dataDir, "127.0.0.1:19812", down.URL, "consumer: { max_deliver: 8, backoff: [10m] }")
+	gatewayOnly := review41Config(t, "127.0.0.1:19813", dataDir, "127.0.0.1:19812", down.URL, "roles: { consumer: false }")
+
+	s := review7Start(t, both, true)
+	if code := review6Post(t, s.base, `{"id":"o1","grant_id":"G-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post o1: %d", code)
+	}
+	for end := time.Now().Add(20 * time.Second); hits.Load() == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the receiver got no request in 20 s\n%s", tail(s.stderr.String(), 2000))
+		}
+	}
+	if err := s.stop(t); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	// Only a gateway runs on the store now; events keep coming.
+	g := review7Start(t, gatewayOnly, true)
+	defer g.stop(t)
+	if code := review6Post(t, g.base, `{"id":"o2","grant_id":"G-2","at":"2026-11-30T10:00:00Z"}`); code != 200 {
+		t.Fatalf("post o2: %d", code)
+	}
+	var doc struct {
+		Problems []string `json:"problems"`
+	}
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		r := review9Run(t, "", "status", "--json", "--config", gatewayOnly)
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatalf("status --json: %v\n%s%s", err, r.stdout, r.stderr)
+		}
+		for _, p := range doc.Problems {
+			if !strings.Contains(p, "not ready") {
+				return
+			}
+		}
+		if time.Now().After(end) {
+			break
+		}
+	}
+	text := review9Run(t, "", "status", "--config", gatewayOnly)
+	t.Fatalf("only a gateway serve runs (roles.consumer false), nothing pulls from WEBHOOKS and its events wait unapplied, yet status lists no problem "+
+		"(the consumer serve stopped while an event waited for its retry, so a delivery stays unacknowledged and idle() is false):\n%s", head(text.stdout, 30))
 }
