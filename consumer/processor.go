@@ -100,7 +100,7 @@ type Options struct {
 	// nothing). It must not block.
 	LeaseWait func(ev Event, l Lease)
 	// Lettered (optional) says why a stored event (its sequence in
-	// WEBHOOKS) was settled by a dead letter before this run, "" when it
+	// WEBHOOKS and its key) was settled by a dead letter before this run, "" when it
 	// was not: such a delivery is acknowledged as AlreadyDeadLettered,
 	// not run again. serve fills it after resetting the consumer to its
 	// ack floor, which brings back events settled above the floor: one
@@ -109,7 +109,7 @@ type Options struct {
 	// removed came back (an operations audit, stop 41). Only an operator
 	// re-feeds a dead-lettered event (dlq replay). Safe for concurrent
 	// use.
-	Lettered func(seq uint64) string
+	Lettered func(seq uint64, key string) string
 	// Actor names who decides in the AUDIT records of this processor's
 	// decisions: "" is event.ActorConsumer (serve's consumer); an operator
 	// command (replay, dlq replay) says event.ActorOperator.
@@ -281,7 +281,7 @@ func (p *Processor) process(ctx context.Context, m *Message) Outcome {
 		return p.deadLetter(ctx, m, m.letter, m.letterStatus)
 	}
 	if p.opts.Lettered != nil {
-		if why := p.opts.Lettered(m.Event.Seq); why != "" {
+		if why := p.opts.Lettered(m.Event.Seq, m.Event.Key); why != "" {
 			// Recorded in AUDIT when it was dead-lettered.
 			return p.ack(ctx, m, Outcome{Decision: AlreadyDeadLettered, Reason: why})
 		}

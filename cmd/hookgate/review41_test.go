@@ -111,8 +111,11 @@ func TestReview41LetteredMatchesTheEventNotJustItsSequence(t *testing.T) {
 
 	// serve starts again; its reset's first event is new-1.
 	l := &letteredBefore{}
-	l.load(ctx, c, from, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if why := l.of(newSeq); why != "" {
+	l.load(ctx, c, from, newSeq, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if why := l.of(newSeq, "grantsgov:default:evt:old-2"); why == "" {
+		t.Fatalf("the re-fed letter %d of old-2 (stored seq %d) was not read at all", again, oldSeq)
+	}
+	if why := l.of(newSeq, "grantsgov:default:evt:new-2"); why != "" {
 		t.Fatalf("event grantsgov:default:evt:new-2 (WEBHOOKS %d) was never dead-lettered (no letter of its key in DLQ), yet serve would acknowledge it unrun as already-dead-lettered: %q\n"+
 			"(the letter %d is of grantsgov:default:evt:old-2 of the deleted stream, whose Hookgate-Stored-Seq %s is the same number)",
 			newSeq, why, again, strconv.FormatUint(oldSeq, 10))

@@ -94,9 +94,9 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 		// consumer half of a split not started again): "PROBLEMS none"
 		// while events piled up (an operations audit, stop 41). A
 		// consumer serve that does not answer (NATS permissions) but
-		// runs keeps a pull waiting or events under way: not this.
+		// runs keeps a pull waiting: not this.
 		problems = append(problems, fmt.Sprintf("no instance applies events: none of the %d serves that answered has the consumer role (roles.consumer), nothing pulls from %s, and %d events wait there",
-			n, st.Consumers[0].Stream, st.Consumers[0].NumPending))
+			n, st.Consumers[0].Stream, st.Consumers[0].NumPending+uint64(max(st.Consumers[0].NumAckPending, 0))))
 	}
 	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered > 0 {
 		// A forward receiver refusing every event read "PROBLEMS none" for
@@ -119,9 +119,13 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 }
 
 // idle reports whether nothing pulls from a consumer that has events to
-// deliver: no pull waiting, none delivered and unacknowledged.
+// deliver or deliveries outstanding: no pull waiting. (Outstanding
+// deliveries do not say a consumer runs: one that stopped while an event
+// waited for its retry leaves it so for good; review of stop 41.) A
+// consumer that runs keeps a pull waiting but for the moments its window
+// is full.
 func idle(c jetstream.ConsumerStatus) bool {
-	return c.Exists && c.NumPending > 0 && c.NumWaiting == 0 && c.NumAckPending == 0
+	return c.Exists && (c.NumPending > 0 || c.NumAckPending > 0) && c.NumWaiting == 0
 }
 
 // instanceProblems are statusProblems' lines about the running serves.

@@ -129,15 +129,18 @@ func TestStatusProblemsNobodyApplies(t *testing.T) {
 		}
 	}
 	// Only gateways answered: a problem when nothing pulls while events
-	// wait (operations audit, stop 41), not when a consumer that does not
-	// answer (NATS permissions) pulls or has events under way.
+	// wait or deliveries are outstanding (operations audit and review,
+	// stop 41), not when a consumer that does not answer (NATS
+	// permissions) keeps a pull waiting.
 	for _, tc := range []struct {
 		c    jetstream.ConsumerStatus
 		want bool
 	}{
 		{jetstream.ConsumerStatus{Exists: true, NumPending: 3}, true},
 		{jetstream.ConsumerStatus{Exists: true, NumPending: 3, NumWaiting: 1}, false},
-		{jetstream.ConsumerStatus{Exists: true, NumPending: 3, NumAckPending: 8}, false},
+		{jetstream.ConsumerStatus{Exists: true, NumPending: 3, NumAckPending: 8}, true}, // a stopped consumer's outstanding deliveries
+		{jetstream.ConsumerStatus{Exists: true, NumAckPending: 1}, true},
+		{jetstream.ConsumerStatus{Exists: true, NumAckPending: 8, NumWaiting: 1}, false},
 		{jetstream.ConsumerStatus{Exists: true}, false},
 	} {
 		st.Consumers = []jetstream.ConsumerStatus{tc.c}
