@@ -265,22 +265,21 @@ func FinishRestore(ctx context.Context, c *Conn, names []string) error {
 // UnfinishedRestore returns ErrUnfinishedRestore, naming the streams and
 // saying what to do, when any of hookgate's streams (BackupStreams)
 // carries RestoreMetadata: a restore onto this server (a cluster's, or
-// the embedded one's) stopped part way. nil when none does; a failed
-// lookup is returned as it is, after one attempt (Provision makes the
-// same check on the streams it provisions, riding out elections).
+// the embedded one's) stopped part way. nil when none does. For the
+// operator commands: each stream is looked up once, for up to
+// restoreMarkWait, and one that does not answer (its leader being
+// elected, JetStream not there) is passed over, the command meeting that
+// itself (Provision makes the same check on the streams it provisions,
+// riding out elections). A lookup without a bound waited for the
+// command's own 10 minutes during an election (a CI run).
 func UnfinishedRestore(ctx context.Context, j js.JetStream) error {
-	return unfinishedRestore(ctx, j)
-}
-
-func unfinishedRestore(ctx context.Context, j js.JetStream) error {
 	var marked []string
 	for _, name := range BackupStreams {
-		s, err := j.Stream(ctx, name)
-		if errors.Is(err, js.ErrStreamNotFound) {
-			continue
-		}
+		lctx, cancel := context.WithTimeout(ctx, restoreMarkWait)
+		s, err := j.Stream(lctx, name)
+		cancel()
 		if err != nil {
-			return classify("look up stream "+name, err)
+			continue
 		}
 		if _, ok := s.CachedInfo().Config.Metadata[RestoreMetadata]; ok {
 			marked = append(marked, name)
@@ -291,6 +290,9 @@ func unfinishedRestore(ctx context.Context, j js.JetStream) error {
 	}
 	return unfinishedRestoreError(marked)
 }
+
+// restoreMarkWait bounds each of UnfinishedRestore's lookups.
+const restoreMarkWait = 3 * time.Second
 
 // unfinishedRestoreError is ErrUnfinishedRestore naming the marked streams
 // and what to do.
