@@ -382,6 +382,15 @@ func NoQuorum(info *js.StreamInfo) error {
 	if n <= 1 {
 		return nil
 	}
+	if ci := info.Cluster; ci != nil && ci.Leader == "" {
+		// A leader that stepped down for want of peers leaves the
+		// survivor answering the info with no leader and its peers
+		// "active 0", which offlineReplicas counts only under a leader:
+		// /readyz said ready for the whole outage (a cluster audit, stop
+		// 41).
+		return fmt.Errorf("%w: stream %s has no leader now (being elected, or too few of its %d replicas online to elect one)",
+			ErrUnavailable, info.Config.Name, n)
+	}
 	off := offlineReplicas(info)
 	if online, need := n-len(off), n/2+1; online < need {
 		return fmt.Errorf("%w: stream %s has %d of %d replicas online, fewer than the %d a write needs (offline: %s)",

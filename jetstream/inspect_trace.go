@@ -275,11 +275,21 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 		return TraceReport{}, err
 	}
 	if len(r.Stored) > 0 {
-		// Best effort: the trace stands without it.
-		cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+		// Best effort: the trace stands without it. Bounded: a request
+		// sent as the consumer's leader was killed is never answered (a
+		// cluster audit, stop 41: trace waited its 10 minutes).
+		var info *js.ConsumerInfo
+		err := rideOutLeader(ctx, "consumer "+DurableApply, traceConsumerWait, func(ctx context.Context) error {
+			cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+			if err != nil {
+				return classify("consumer "+DurableApply, err)
+			}
+			info = cons.CachedInfo()
+			return nil
+		})
 		switch {
-		case err == nil:
-			cs := consumerStatus(cons.CachedInfo())
+		case err == nil && info != nil:
+			cs := consumerStatus(info)
 			r.Consumer = &cs
 		case errors.Is(err, js.ErrConsumerNotFound):
 			r.NoConsumer = true
@@ -287,6 +297,10 @@ func Trace(ctx context.Context, c *Conn, q TraceQuery) (TraceReport, error) {
 	}
 	return r, nil
 }
+
+// traceConsumerWait bounds trace's best-effort look at the consumer
+// through an election.
+const traceConsumerWait = 20 * time.Second
 
 // readExpired adds to r.Audit the expired-unapplied records (a serve
 // found the events gone at WEBHOOKS' max_age before they were applied)
@@ -420,21 +434,32 @@ func scanStream(ctx context.Context, c *Conn, stream, filter string, headersOnly
 // back on when it starts). found is false when the bucket or the entry is
 // absent, deleted or purged.
 func readMarkEntry(ctx context.Context, c *Conn, bucket, key string) (m consumer.Mark, found bool, err error) {
-	kv, err := c.JS.KeyValue(ctx, bucket)
-	if errors.Is(err, js.ErrBucketNotFound) {
-		return m, false, nil
+	// Each attempt bounded, the election ridden out: one request sent as
+	// the bucket's leader was killed waited out trace's 10 minutes (a
+	// cluster audit, stop 41).
+	var value []byte
+	err = rideOutLeader(ctx, "bucket "+bucket, readStall, func(ctx context.Context) error {
+		kv, err := c.JS.KeyValue(ctx, bucket)
+		if errors.Is(err, js.ErrBucketNotFound) {
+			return nil
+		}
+		if err != nil {
+			return classify("bucket "+bucket, err)
+		}
+		e, err := kv.Get(ctx, key)
+		if errors.Is(err, js.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return classify(fmt.Sprintf("get %s %s", bucket, key), err)
+		}
+		value = e.Value()
+		return nil
+	})
+	if err != nil || value == nil {
+		return m, false, err
 	}
-	if err != nil {
-		return m, false, classify("bucket "+bucket, err)
-	}
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, js.ErrKeyNotFound) {
-		return m, false, nil
-	}
-	if err != nil {
-		return m, false, classify(fmt.Sprintf("get %s %s", bucket, key), err)
-	}
-	if err := json.Unmarshal(e.Value(), &m); err != nil {
+	if err := json.Unmarshal(value, &m); err != nil {
 		return m, false, fmt.Errorf("%s %s: corrupt entry: %w", bucket, key, err)
 	}
 	return m, true, nil
