@@ -35,12 +35,30 @@ type KVConfig struct {
 func ProvisionKV(ctx context.Context, j js.JetStream, c KVConfig) (*Watermarks, *AppliedKeys, error) {
 	return consumerBuckets(ctx, j, c, func(ctx context.Context, cfg js.KeyValueConfig) (js.KeyValue, error) {
 		if cfg.Bucket == BucketApplied {
-			if prev, err := j.KeyValue(ctx, cfg.Bucket); err == nil {
+			// Ridden out: serves starting together on a cluster, one
+			// asked the bucket another had just made while its replicas
+			// elected a leader, and the unanswered request failed its
+			// start (a CI run, stop 41).
+			err := retryTransient(ctx, 30*time.Second, func(ctx context.Context) error {
+				prev, err := j.KeyValue(ctx, cfg.Bucket)
+				if errors.Is(err, js.ErrBucketNotFound) {
+					return nil
+				}
+				if err != nil {
+					if cerr := classify("open KV "+cfg.Bucket, err); transient(cerr) {
+						return cerr
+					}
+					return nil // not there (or unreadable): provisionBucket says
+				}
 				st, err := prev.Status(ctx)
 				if err != nil {
-					return nil, classify("open KV "+cfg.Bucket, err)
+					return classify("open KV "+cfg.Bucket, err)
 				}
 				cfg.Metadata = keptMetadata(st.TTL(), st.Metadata(), cfg.TTL, time.Now())
+				return nil
+			})
+			if err != nil {
+				return nil, err
 			}
 		}
 		return provisionBucket(ctx, j, c.Replicas, cfg)
