@@ -192,6 +192,15 @@ func TestAudit41OpsFullWebhooksSaysItRefusesNow(t *testing.T) {
 // than that); review BH made replay keep one letter per event for the
 // same reason ("which `dlq replay --all` re-fed twice").
 func TestAudit41OpsRestartDoesNotDoubleDeadLetters(t *testing.T) {
+	audit41RestartAfterALetter(t, false)
+}
+
+// audit41RestartAfterALetter: an event (hold1) waits out a 10m backoff, so
+// the restart resets the consumer to below bad1, which its receiver
+// refused for good and was dead-lettered; remove: the operator removed its
+// letter before the restart. After a clean restart (past DLQ's duplicate
+// window) bad1 has the letters it had, and its receiver got it once.
+func audit41RestartAfterALetter(t *testing.T, remove bool) {
 	var badPosts atomic.Int32
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch key := r.Header.Get("Idempotency-Key"); {
@@ -207,20 +216,36 @@ func TestAudit41OpsRestartDoesNotDoubleDeadLetters(t *testing.T) {
 	defer recv.Close()
 	path := forwardConfig(t, recv.URL, "dedup: { window: 1s }\nconsumer: { max_deliver: 8, backoff: [10m] }")
 	s := review7Start(t, path, true)
-	if code := review6Post(t, s.base, `{"id":"hold1","grant_id":"H-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
-		t.Fatalf("post hold1: %d", code)
+	for _, body := range []string{
+		`{"id":"hold1","grant_id":"H-1","at":"2026-11-30T10:00:00Z"}`,
+		`{"id":"bad1","grant_id":"B-1","at":"2026-11-30T10:00:00Z"}`,
+	} {
+		if code := review6Post(t, s.base, body); code != 200 {
+			t.Fatalf("post %s: %d", body, code)
+		}
 	}
-	if code := review6Post(t, s.base, `{"id":"bad1","grant_id":"B-1","at":"2026-11-30T10:00:00Z"}`); code != 200 {
-		t.Fatalf("post bad1: %d", code)
-	}
-	letters := func() int {
+	letters := func() []string {
+		var seqs []string
 		r := review9Run(t, "", "dlq", "list", "--config", path)
-		return strings.Count(r.stdout, "p:default:evt:bad1 ")
+		for _, l := range strings.Split(r.stdout, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[1] == "p:default:evt:bad1" {
+				seqs = append(seqs, f[0])
+			}
+		}
+		return seqs
 	}
-	for end := time.Now().Add(20 * time.Second); letters() != 1; time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(20 * time.Second); len(letters()) != 1; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatalf("bad1 not dead-lettered in 20 s\n%s", tail(s.stderr.String(), 2000))
 		}
+	}
+	want := 1
+	if remove {
+		seq := letters()[0]
+		if r := review9Run(t, "", "dlq", "remove", seq, "--config", path); r.code != 0 {
+			t.Fatalf("dlq remove %s: exit %d\n%s%s", seq, r.code, r.stdout, r.stderr)
+		}
+		want = 0
 	}
 	// Past DLQ's duplicate window (dedup.window, 1s here; 2m by default).
 	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
@@ -231,10 +256,10 @@ func TestAudit41OpsRestartDoesNotDoubleDeadLetters(t *testing.T) {
 	}
 	s2 := review7Start(t, path, true)
 	afterSubjectSettles(t, s2, path)
-	if n := letters(); n != 1 {
+	if got := letters(); len(got) != want {
 		r := review9Run(t, "", "dlq", "list", "--config", path)
-		t.Fatalf("after a clean restart, bad1 (dead-lettered once, its receiver POSTed %d times in all) has %d letters in DLQ:\n%s\nserve:\n%s",
-			badPosts.Load(), n, r.stdout, tail(s2.stderr.String(), 1500))
+		t.Fatalf("after a clean restart, bad1 (dead-lettered once, letters removed: %t; its receiver POSTed %d times in all) has letters %v in DLQ, want %d:\n%s\nserve:\n%s",
+			remove, badPosts.Load(), got, want, r.stdout, tail(s2.stderr.String(), 1500))
 	}
 	if n := badPosts.Load(); n != 1 {
 		t.Errorf("the receiver got bad1 %d times; it refused it once, for good", n)
@@ -383,60 +408,7 @@ func TestAudit41OpsDeadLetterLineNamesTheLetter(t *testing.T) {
 // the removal is undone, status lists the dead letter again, and the
 // receiver that refused it for good gets it once more.
 func TestAudit41OpsRemovedLetterStaysRemovedAcrossRestart(t *testing.T) {
-	var badPosts atomic.Int32
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch key := r.Header.Get("Idempotency-Key"); {
-		case strings.Contains(key, "hold"):
-			w.WriteHeader(http.StatusServiceUnavailable)
-		case strings.Contains(key, "bad"):
-			badPosts.Add(1)
-			w.WriteHeader(http.StatusUnprocessableEntity)
-		default:
-			w.WriteHeader(http.StatusOK)
-		}
-	}))
-	defer recv.Close()
-	path := forwardConfig(t, recv.URL, "dedup: { window: 1s }\nconsumer: { max_deliver: 8, backoff: [10m] }")
-	s := review7Start(t, path, true)
-	for _, body := range []string{
-		`{"id":"hold1","grant_id":"H-1","at":"2026-11-30T10:00:00Z"}`,
-		`{"id":"bad1","grant_id":"B-1","at":"2026-11-30T10:00:00Z"}`,
-	} {
-		if code := review6Post(t, s.base, body); code != 200 {
-			t.Fatalf("post %s: %d", body, code)
-		}
-	}
-	letterOf := func() string {
-		r := review9Run(t, "", "dlq", "list", "--config", path)
-		for _, l := range strings.Split(r.stdout, "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[1] == "p:default:evt:bad1" {
-				return f[0]
-			}
-		}
-		return ""
-	}
-	var seq string
-	for end := time.Now().Add(20 * time.Second); seq == ""; time.Sleep(100 * time.Millisecond) {
-		if seq = letterOf(); seq == "" && time.Now().After(end) {
-			t.Fatalf("bad1 not dead-lettered in 20 s\n%s", tail(s.stderr.String(), 2000))
-		}
-	}
-	if r := review9Run(t, "", "dlq", "remove", seq, "--config", path); r.code != 0 {
-		t.Fatalf("dlq remove %s: exit %d\n%s%s", seq, r.code, r.stdout, r.stderr)
-	}
-	// Past DLQ's duplicate window (dedup.window, 1s here; 2m by default).
-	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err := s.stop(t); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	s2 := review7Start(t, path, true)
-	afterSubjectSettles(t, s2, path)
-	if again := letterOf(); again != "" {
-		t.Fatalf("letter %s of bad1 was removed with 'hookgate dlq remove'; after a clean restart it is back as letter %s (the receiver got bad1 %d times)\n%s",
-			seq, again, badPosts.Load(), tail(s2.stderr.String(), 1200))
-	}
+	audit41RestartAfterALetter(t, true)
 }
 
 // afterSubjectSettles posts, to the restarted serve s, an event newer than
