@@ -121,7 +121,20 @@ func (f *Forward) PausedUntil(now time.Time, limit time.Duration) (time.Time, bo
 	if until.IsZero() {
 		return until, false
 	}
-	return until, f.announced.Swap(p) != p
+	// News only when the pause announced last had ended before this one
+	// was asked: at a pause's end every worker tries at once, each gets
+	// its own Retry-After, and each was announced (the line logged once
+	// a worker; an operations audit, stop 41).
+	old := f.announced.Swap(p)
+	return until, old != p && (old == nil || !capped(old, limit).After(p.from))
+}
+
+// capped is when p ends, at most limit after it was asked for.
+func capped(p *forwardPause, limit time.Duration) time.Time {
+	if limit > 0 && p.until.Sub(p.from) > limit {
+		return p.from.Add(limit)
+	}
+	return p.until
 }
 
 // PauseEnd is PausedUntil without taking the pause's news: for a report
@@ -136,10 +149,7 @@ func (f *Forward) pauseEnd(now time.Time, limit time.Duration) (*forwardPause, t
 	if p == nil || now.Before(p.from) {
 		return nil, time.Time{}
 	}
-	until := p.until
-	if limit > 0 && until.Sub(p.from) > limit {
-		until = p.from.Add(limit)
-	}
+	until := capped(p, limit)
 	if !until.After(now) {
 		return nil, time.Time{}
 	}

@@ -65,3 +65,41 @@ func TestForwardRetryAfterPauses(t *testing.T) {
 		t.Errorf("a 503 without Retry-After paused the forward until %v", until)
 	}
 }
+
+// At a pause's end the workers all try at once and each gets a Retry-After
+// of its own: one pause's news, not one a worker (the line was logged once
+// a worker; an operations audit, stop 41). A pause asked after the last
+// announced one ended is news again.
+func TestForwardPausesAskedTogetherAreOneNews(t *testing.T) {
+	f, err := NewForward(ForwardOptions{URL: "http://127.0.0.1:1", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	f.pause(t0, t0.Add(10*time.Second))
+	if _, fresh := f.PausedUntil(t0.Add(time.Second), 0); !fresh {
+		t.Fatal("the first pause was not news")
+	}
+	// The pause ended at t0+10s; two workers' answers come in together.
+	news := 0
+	for i, at := range []time.Duration{10100 * time.Millisecond, 10150 * time.Millisecond, 10200 * time.Millisecond} {
+		f.pause(t0.Add(at), t0.Add(at+10*time.Second))
+		if _, fresh := f.PausedUntil(t0.Add(at+time.Millisecond), 0); fresh {
+			news++
+		} else if i == 0 {
+			t.Error("the pause after the first one ended was not news")
+		}
+	}
+	if news != 1 {
+		t.Errorf("three answers asking together for a pause were news %d times, want once", news)
+	}
+	// Capped by the limit: the first pause, asked for 10 s, ends at 2 s;
+	// one asked at 3 s is news.
+	g, _ := NewForward(ForwardOptions{URL: "http://127.0.0.1:1", Timeout: time.Second})
+	g.pause(t0, t0.Add(10*time.Second))
+	g.PausedUntil(t0.Add(time.Second), 2*time.Second)
+	g.pause(t0.Add(3*time.Second), t0.Add(13*time.Second))
+	if _, fresh := g.PausedUntil(t0.Add(3*time.Second+time.Millisecond), 2*time.Second); !fresh {
+		t.Error("a pause asked after the last one's capped end was not news")
+	}
+}
