@@ -978,11 +978,11 @@ func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Re
 // parked a full window of never-tried events behind one stuck subject
 // made the reset refuse exactly when it was needed: after the disk was
 // freed, the parked events came back stale; a resource audit, stop 39.)
-// It returns
-// how many deliveries were outstanding, the first stream sequence
-// delivered again and the last one delivered before the reset (0, 0, 0
-// when nothing was outstanding or the consumer does not exist yet). With an error, outstanding is 0 when the consumer's
-// info never came (the count is not known), else the count.
+// It returns how many deliveries were outstanding, the first stream
+// sequence delivered again and the last one delivered before the reset
+// (0, 0, 0 when nothing was outstanding or the consumer does not exist
+// yet). With an error, outstanding is 0 when the consumer's info never
+// came (the count is not known), else the count.
 //
 // A request the store does not answer, or answers that it has no leader
 // (a cluster restarting, a leader moving), is sent again, each bounded,

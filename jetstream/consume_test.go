@@ -311,9 +311,9 @@ func TestRedeliverOutstanding(t *testing.T) {
 	}
 	// Three events from the floor to the last delivery, but two of them
 	// outstanding (they run again whichever way): one settled, allowed.
-	n, from, _, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Now().Add(-time.Hour))
-	if err != nil || n != 2 || from != 1 {
-		t.Fatalf("RedeliverOutstanding = %d, %d, %v; want 2 outstanding, from 1", n, from, err)
+	n, from, through, err := jetstream.RedeliverOutstanding(ctx, env.Conn, 1, time.Now().Add(-time.Hour))
+	if err != nil || n != 2 || from != 1 || through != 3 {
+		t.Fatalf("RedeliverOutstanding = %d, %d-%d, %v; want 2 outstanding, from 1 through 3 (the last delivered)", n, from, through, err)
 	}
 	// 1 and 3 again at once, in stream order with 2 (acknowledged above the
 	// floor: delivered again too), before 4. 3 is handed back.

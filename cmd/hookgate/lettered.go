@@ -13,9 +13,10 @@ import (
 
 // letteredBefore is consumer.Options.Lettered for serve: the stored events
 // the consumer's last reset delivers again (above its ack floor, up to its
-// last delivery) that were dead-lettered before it (their letter in DLQ, or, removed from there
-// by an operator, their dead-lettered record in AUDIT). The reset brings
-// every event settled above the floor back; these must not run again.
+// last delivery) that were dead-lettered before it (their letter in DLQ,
+// or, removed from there by an operator, their dead-lettered record in
+// AUDIT). The reset brings every event settled above the floor back;
+// these must not run again.
 type letteredBefore struct {
 	mu     sync.Mutex
 	events map[letteredEvent]string // -> why it is settled
@@ -46,8 +47,8 @@ func (l *letteredBefore) of(seq uint64, key string) string {
 // again, the letters and dead-lettered records written since from was
 // stored, and keeps those of events in that range (one above it was never
 // delivered to a consumer: its letter is a replay's, and the consumer
-// still runs it). What it could not read is logged: those
-// events' letters may then be written twice, as before.
+// still runs it). What it could not read is logged: those events' letters
+// may then be written twice, as before.
 func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from, through uint64, logger *slog.Logger) {
 	events := map[letteredEvent]string{}
 	defer func() {

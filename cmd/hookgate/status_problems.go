@@ -50,13 +50,14 @@ func streamFull(s jetstream.StreamStatus) bool {
 }
 
 // statusProblems lists, one short line each, what in a status needs a
-// person: an instance not ready, no serve running or none applying, a
-// stream, bucket or the durable consumer missing, an unapplied event past
-// half of WEBHOOKS's max_age, events lost at that max_age in the last
-// lostShownFor, dead letters, events delivered again and not yet settled
-// (failing effects), a stream that refuses writes
-// near its max_bytes. Empty when none; AUDIT ages out its oldest records
-// when full, so its use is no problem.
+// person: an instance not ready, no serve running or none applying (with
+// the consumer role, or only gateways while nothing pulls), a forward
+// receiver's Retry-After pause, a stream, bucket or the durable consumer
+// missing, an unapplied event past half of WEBHOOKS's max_age, events lost
+// at that max_age in the last lostShownFor, dead letters, events delivered
+// again and not yet settled (failing effects), a stream that refuses
+// writes near its max_bytes. Empty when none; AUDIT ages out its oldest
+// records when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
 	problems := instanceProblems(inst)
 	for _, s := range st.Streams {
