@@ -430,3 +430,16 @@ func afterSubjectSettles(t *testing.T, s *review7Serve, path string) {
 		}
 	}
 }
+
+// dlq list and dlq show refuse --all and --dry-run, which they ignored
+// without a word (an operations audit, stop 41), before reading any config.
+func TestDLQListAndShowRefuseReplayFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"dlq", "list", "--all"}, {"dlq", "list", "--dry-run"}, {"dlq", "show", "3", "--dry-run"}, {"dlq", "show", "--all", "3"},
+	} {
+		r := review9Run(t, "", args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--all and --dry-run are for 'dlq replay' and 'dlq remove'") {
+			t.Errorf("hookgate %s: exit %d, want 2 saying the flags are replay's and remove's\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+		}
+	}
+}

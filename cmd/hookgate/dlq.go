@@ -74,6 +74,11 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 	default:
 		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
 	}
+	if (*all || *dryRun) && (sub == "list" || sub == "show") {
+		// Ignored without a word before (an operations audit, stop 41):
+		// a list run with --all looked like one of every letter.
+		return usagef("dlq %s: --all and --dry-run are for 'dlq replay' and 'dlq remove'", sub)
+	}
 	if (*provider != "" || *reason != "") && !(sub == "list" || *all) {
 		// Silently ignored, they would re-feed letters the operator
 		// meant to leave alone.
