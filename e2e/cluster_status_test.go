@@ -76,4 +76,19 @@ func TestClusterStatusAnswersWithAConsumersNodeDown(t *testing.T) {
 	if !strings.Contains(strings.Join(doc.Problems, "\n"), "did not all answer") {
 		t.Errorf("problems %q: want one saying the consumer list is incomplete", doc.Problems)
 	}
+	// The buckets' replicas too (streams only before stop 41).
+	bucket := "bucket WATERMARKS: replica " + down.name + " offline or silent for 10s or more (it runs on 2 of 3"
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(strings.Join(doc.Problems, "\n"), bucket); time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("problems %q with node %s down: want %q", doc.Problems, down.name, bucket)
+		}
+		out, errOut, code := cliRun(t, "status", "--json", "--config", cfg)
+		if code != 0 {
+			t.Fatalf("status with node %s down: exit %d\n%s%s", down.name, code, out, errOut)
+		}
+		doc.Problems = nil
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+	}
 }

@@ -70,6 +70,10 @@ type BucketStatus struct {
 	Bytes     uint64
 	TTL       time.Duration // 0: entries never expire
 	Metadata  map[string]string
+	// Replicas and ReplicasOffline as StreamStatus's, of the bucket's
+	// stream (they named streams only: a cluster audit, stop 41).
+	Replicas        int
+	ReplicasOffline []string
 }
 
 // Position is how far a consumer got.
@@ -414,6 +418,10 @@ func bucketStatus(ctx context.Context, c *Conn, name string) (BucketStatus, erro
 	}
 	bs.Exists = true
 	bs.Values, bs.Bytes, bs.TTL, bs.Metadata = s.Values(), s.Bytes(), s.TTL(), s.Metadata()
+	if bst, ok := s.(*js.KeyValueBucketStatus); ok && bst.StreamInfo() != nil {
+		bs.Replicas = bst.StreamInfo().Config.Replicas
+		bs.ReplicasOffline = offlineReplicas(bst.StreamInfo())
+	}
 	if name == BucketMarks && bs.Values > 0 {
 		// At most consumer.KeyShards per provider: cheap to list.
 		st, err := c.JS.Stream(ctx, "KV_"+name)

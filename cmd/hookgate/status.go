@@ -262,6 +262,9 @@ type bucketDoc struct {
 	Values     uint64 `json:"values"`
 	Bytes      uint64 `json:"bytes"`
 	TTLSeconds int64  `json:"ttl_seconds"`
+	// As a stream's (since stop 41).
+	Replicas        int      `json:"replicas,omitempty"`
+	ReplicasOffline []string `json:"replicas_offline,omitempty"`
 }
 
 type consumerDoc struct {
@@ -358,7 +361,8 @@ func newStatusDoc(st jetstream.Status, via string, snap *snapshotDoc) statusDoc 
 		d.Streams = append(d.Streams, sd)
 	}
 	for _, b := range st.Buckets {
-		d.Buckets = append(d.Buckets, bucketDoc{Name: b.Name, Exists: b.Exists, Values: b.Values, Bytes: b.Bytes, TTLSeconds: seconds(b.TTL)})
+		d.Buckets = append(d.Buckets, bucketDoc{Name: b.Name, Exists: b.Exists, Values: b.Values, Bytes: b.Bytes, TTLSeconds: seconds(b.TTL),
+			Replicas: b.Replicas, ReplicasOffline: b.ReplicasOffline})
 	}
 	for _, c := range st.Consumers {
 		d.Consumers = append(d.Consumers, consumerDoc{

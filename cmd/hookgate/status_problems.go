@@ -82,6 +82,11 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 	for _, b := range st.Buckets {
 		if !b.Exists {
 			problems = append(problems, "bucket "+b.Name+" missing")
+			continue
+		}
+		if n := len(b.ReplicasOffline); n > 0 {
+			problems = append(problems, fmt.Sprintf("bucket %s: replica %s offline or silent for 10s or more (it runs on %d of %d; NATS node down?)",
+				b.Name, strings.Join(b.ReplicasOffline, ", "), b.Replicas-n, b.Replicas))
 		}
 	}
 	if st.ConsumersUnlisted != "" {

@@ -198,3 +198,17 @@ func TestStatusLockLineSaysWhenItsHolderDidNotAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A bucket's replica its leader reports offline is a problem line, as a
+// stream's is (streams only before: a cluster audit, stop 41).
+func TestStatusProblemsBucketReplicaOffline(t *testing.T) {
+	st := jetstream.Status{
+		At:      time.Date(2026, 12, 4, 3, 0, 0, 0, time.UTC),
+		Buckets: []jetstream.BucketStatus{{Name: "WATERMARKS", Exists: true, Replicas: 3, ReplicasOffline: []string{"n2"}}, {Name: "APPLIED", Exists: true, Replicas: 3}},
+	}
+	got := statusProblems(st, instancesView{Docs: []instanceDoc{{Instance: "h/1", Ready: true, Roles: []string{"gateway", "consumer"}, Applying: true}}})
+	want := "bucket WATERMARKS: replica n2 offline or silent for 10s or more (it runs on 2 of 3; NATS node down?)"
+	if !slices.Equal(got, []string{want}) {
+		t.Errorf("problems %q, want [%q]", got, want)
+	}
+}
