@@ -92,6 +92,12 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	}
 	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: ev.Body}, js.WithMsgID(id))
 	if err != nil {
+		if ae := (*js.APIError)(nil); errors.As(err, &ae) {
+			// nats.go wraps the server's refusal, whose text starts
+			// "nats: API error", in one more "nats: " (an operations
+			// audit, stop 41: "nats: nats: API error" in every line).
+			err = ae
+		}
 		err = fullHint(subj, classify("dead-letter "+subj, err))
 		if errors.Is(err, ErrStreamFull) || errors.Is(err, ErrTooLarge) {
 			// DLQ refuses until an operator raises its limit or removes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -411,5 +412,38 @@ func TestSourceDropsNothingAfterStatusMessagesWhileIdle(t *testing.T) {
 	}
 	if got != 15 || slow.Load() != 0 {
 		t.Fatalf("after the status messages: %d of 15 deliveries within 10 s each, %d slow-consumer drops", got, slow.Load())
+	}
+}
+
+// A dead letter DLQ refuses for want of room says so once: "stream full"
+// with the retention key, the server's refusal without nats.go's second
+// "nats: " before it (an operations audit, stop 41: "nats: nats: API
+// error" in every line).
+func TestDeadLetterIntoAFullDLQSaysItOnce(t *testing.T) {
+	env := jstest.Start(t, "")
+	ctx := t.Context()
+	s, err := env.Conn.JS.Stream(ctx, jetstream.StreamDLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxBytes = 4096
+	if _, err := env.Conn.JS.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	fx := jetstream.NewEffects(env.Conn)
+	body := make([]byte, 1500)
+	for i := range 10 {
+		ev := consumer.Event{Key: fmt.Sprintf("p:default:evt:%d", i), Provider: "p", Account: "default", Seq: uint64(i + 1), Body: body}
+		_, err = fx.DeadLetter(ctx, ev, "forward: 400", 1)
+		if err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, jetstream.ErrStreamFull) || !errors.Is(err, consumer.ErrStoreFull) {
+		t.Fatalf("ten 1.5 KB letters into a 4 KB DLQ: %v, want the store full", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "nats: nats:") || !strings.Contains(msg, "retention.dlq.max_bytes") {
+		t.Errorf("the refusal reads %q: want it once, with retention.dlq.max_bytes", msg)
 	}
 }
