@@ -106,7 +106,8 @@ var (
 type Pauser interface {
 	// PausedUntil returns when the pause ends, at most limit after it was
 	// asked for (zero, or not after now: none); fresh is true the first
-	// time a pause is reported.
+	// time a pause is reported that was asked after the one reported
+	// before it had ended (pauses asked together are one).
 	PausedUntil(now time.Time, limit time.Duration) (until time.Time, fresh bool)
 	// PauseEnd is PausedUntil's until, the pause's news left untaken.
 	PauseEnd(now time.Time, limit time.Duration) time.Time

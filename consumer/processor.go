@@ -100,9 +100,9 @@ type Options struct {
 	// nothing). It must not block.
 	LeaseWait func(ev Event, l Lease)
 	// Lettered (optional) says why a stored event (its sequence in
-	// WEBHOOKS and its key) was settled by a dead letter before this run, "" when it
-	// was not: such a delivery is acknowledged as AlreadyDeadLettered,
-	// not run again. serve fills it after resetting the consumer to its
+	// WEBHOOKS and its key) was settled by a dead letter before this run,
+	// "" when it was not: such a delivery is acknowledged as
+	// AlreadyDeadLettered, not run again. serve fills it after resetting the consumer to its
 	// ack floor, which brings back events settled above the floor: one
 	// dead-lettered there was POSTed to the receiver that refused it and
 	// dead-lettered again at every restart, and a letter an operator had
