@@ -66,8 +66,11 @@ func (m *Metrics) observe(provider, decision string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.events.WithLabelValues(provider, decision).Inc()
+	// The histogram first: a scrape that sees the decision counted sees
+	// its time too (one between the two lines saw the count without the
+	// histogram's family: a CI run's TestReviewAOReadmeMetricsExist).
 	m.seconds.WithLabelValues(provider).Observe(d.Seconds())
+	m.events.WithLabelValues(provider, decision).Inc()
 }
 
 // ForwardMetrics observes the forward effect: latency and status class.
