@@ -323,7 +323,7 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 	began := fmt.Sprintf("hookgate restore from %s began at %s and has not finished", *from, time.Now().UTC().Format(time.RFC3339))
 	o := jetstream.RestoreOptions{Replicas: 1, Unfinished: began}
 	if cfg.NATS.URL != "" {
-		o = jetstream.RestoreOptions{Replicas: cfg.NATS.Replicas, ClusterHorizon: cfg.Dedup.Horizon, Unfinished: began}
+		o.Replicas, o.ClusterHorizon = cfg.NATS.Replicas, cfg.Dedup.Horizon
 	}
 	mark := ""
 	if cfg.NATS.URL == "" {

@@ -57,16 +57,14 @@ func (l *letteredBefore) load(ctx context.Context, conn *jetstream.Conn, from, t
 		l.mu.Unlock()
 	}()
 	first, err := jetstream.GetMsg(ctx, conn, jetstream.StreamWebhooks, from)
-	if err != nil {
-		logger.Warn("could not read which events were dead-lettered before the consumer's reset: one may be sent and dead-lettered again", slog.String("error", err.Error()))
-		return
+	if err == nil {
+		err = jetstream.Read(ctx, conn, jetstream.StreamDLQ, jetstream.Range{Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
+			if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil && stored >= from && stored <= through {
+				events[letteredEvent{stored, m.Header.Get(event.HeaderKey)}] = fmt.Sprintf("dead-lettered before this start (letter %d in DLQ)", m.Seq)
+			}
+			return nil
+		})
 	}
-	err = jetstream.Read(ctx, conn, jetstream.StreamDLQ, jetstream.Range{Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
-		if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil && stored >= from && stored <= through {
-			events[letteredEvent{stored, m.Header.Get(event.HeaderKey)}] = fmt.Sprintf("dead-lettered before this start (letter %d in DLQ)", m.Seq)
-		}
-		return nil
-	})
 	if err == nil {
 		err = jetstream.Read(ctx, conn, jetstream.StreamAudit, jetstream.Range{Filter: "audit." + event.DecisionDeadLettered + ".>", Since: first.Time}, func(m jetstream.StoredMsg, _ uint64) error {
 			records, _ := event.AuditRecords(m.Body) // the records before a damaged line
