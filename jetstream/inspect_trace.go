@@ -375,8 +375,10 @@ func (r *TraceReport) readWatermark(ctx context.Context, c *Conn) error {
 }
 
 // scanStall is how long a scan waits for a message it knows is pending
-// before it gives up (the server stopped answering).
-const scanStall = 10 * time.Second
+// before it gives up (the server stopped answering): as long as Read's, since a
+// stream leader's election on a cluster can outlast 10 s (a CI run's did,
+// with trace run as a node was killed).
+const scanStall = readStall
 
 // scanStream reads the messages of stream under filter, oldest first, up
 // to the stream's last sequence when it began, with a seqReader (headers
