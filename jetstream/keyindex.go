@@ -446,6 +446,20 @@ func (k *KeyIndex) behind() time.Duration {
 	return d
 }
 
+// indexBehind is KeyIndexPublisher's refusal while the index has not caught
+// up with WEBHOOKS: ErrUnavailable to callers (a 503 the sender retries),
+// but read by an operator it does not say JetStream is away, which it
+// need not be (the cosmetic list of stop 41's operations audit: "jetstream
+// unavailable: the key index has been behind WEBHOOKS", logged at error
+// through a read-back while JetStream answered).
+type indexBehind struct{ lag time.Duration }
+
+func (e indexBehind) Error() string {
+	return fmt.Sprintf("key index not caught up: it has been behind %s for %s (reading back stored events, or JetStream not answering its reads)", StreamWebhooks, e.lag.Round(time.Millisecond))
+}
+
+func (indexBehind) Is(target error) bool { return target == ErrUnavailable }
+
 // KeyIndexPublisher answers a key the index knows as a duplicate without a
 // write, and publishes the others through Publisher, whose duplicate
 // window covers the events the index has not learnt yet.
@@ -480,7 +494,7 @@ func (p *KeyIndexPublisher) Publish(ctx context.Context, m Message) (PublishResu
 	// An event is seen missing up to a tick after it was stored.
 	limit := max(p.k.o.Window/2-p.k.tick, p.k.tick)
 	if b := p.k.behind(); b > limit {
-		return PublishResult{}, fmt.Errorf("%w: the key index has been behind %s for %s", ErrUnavailable, StreamWebhooks, b.Round(time.Millisecond))
+		return PublishResult{}, indexBehind{b}
 	}
 	// Look again: the lag was checked after the first look, and a
 	// read-back that ended between the two (and moved the lag clock) may

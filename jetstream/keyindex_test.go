@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,6 +233,9 @@ func TestKeyIndexRefusesNewKeysWhileBehind(t *testing.T) {
 	for i := 0; ; i++ {
 		_, err := pub.Publish(t.Context(), keyMsg(fmt.Sprintf("p:a:evt:new-%d", i)))
 		if errors.Is(err, ErrUnavailable) {
+			if !strings.HasPrefix(err.Error(), "key index not caught up: it has been behind WEBHOOKS for ") {
+				t.Fatalf("refused while behind as %q: it should say the index is behind, not that JetStream is away", err)
+			}
 			break
 		}
 		if err != nil {
