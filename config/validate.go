@@ -77,7 +77,48 @@ func (c *Config) Check() Problems {
 				formatDuration(sig.Tolerance), formatDuration(h))
 		}
 	}
+	checkSharedSecrets(k, c.Providers, names)
 	return k.ps
+}
+
+// checkSharedSecrets warns when two providers whose schemes sign the same
+// bytes the same way hold a common secret: a delivery captured on one
+// route verifies on the other, and is stored there as a new event (the
+// key is scoped by provider). github, shopify and hmac-sha256 all MAC the
+// body alone; stripe and standard-webhooks each have an input of their
+// own. Names are sorted, so each pair is named once, the later provider
+// warned about the earlier one; the secret itself is never printed.
+func checkSharedSecrets(k *checker, providers map[string]Provider, names []string) {
+	family := func(scheme string) string {
+		switch scheme {
+		case SchemeGitHub, SchemeShopify, SchemeHMACSHA256:
+			return "body"
+		}
+		return scheme
+	}
+	type holder struct{ name, family string }
+	seen := map[string][]holder{}
+	for _, name := range names {
+		sig := providers[name].Signature
+		f := family(sig.Scheme)
+		warned := map[string]bool{}
+		for i, sec := range sig.Secrets {
+			v := sec.Reveal()
+			if sig.Scheme == SchemeStandardWebhooks {
+				v = strings.TrimPrefix(v, "whsec_")
+			}
+			if v == "" {
+				continue
+			}
+			for _, h := range seen[v] {
+				if h.family == f && h.name != name && !warned[h.name] {
+					warned[h.name] = true
+					k.warnf(fmt.Sprintf("providers.%s.signature.secrets[%d]", name, i), "is also a secret of providers.%s, whose scheme signs the same way: a delivery signed for one is accepted by the other, and stored there as a new event; give each provider its own secret", h.name)
+				}
+			}
+			seen[v] = append(seen[v], holder{name, f})
+		}
+	}
 }
 
 type checker struct {
