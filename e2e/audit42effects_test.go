@@ -184,3 +184,30 @@ func TestAudit42EffectsHangUpPostsBeyondMaxDeliver(t *testing.T) {
 			l["Hookgate-Dlq-Deliveries"], len(times), key, gaps)
 	}
 }
+
+// The publish template grants.{provider}.{subject}.{type} puts every
+// event of a provider under grants.<provider>.>, the natural filter of a
+// downstream service that wants one provider's events. When the encoded
+// subject and type make the GRANTS subject too long for NATS, hookgate
+// hashes it, but into the template's literal start only
+// ("grants.=H<sha256>"): the provider token, a short safe value, is
+// dropped too (the WATERMARKS key of the same event keeps it:
+// "<provider>.=H<sha256>"), so a subscriber of grants.grants.> never
+// sees that applied event.
+func TestAudit42EffectsLongValuesLeaveTheProvidersGrantsSubjects(t *testing.T) {
+	e := audit42Env(t, "  max_deliver: 2\n  backoff: [300ms]", "")
+	hg := start(t, e.cfgPath)
+	j := natsClient(t, e.natsURL, natsToken)
+
+	subject := strings.Repeat("é", 500) // 1000 bytes, 3000 once encoded
+	typ := strings.Repeat(".", 1000)    // 1001 empty levels, 2001 bytes
+	audit42Send(t, hg.baseURL, "long", `{"grant_id":"`+subject+`","type":"`+typ+`","occurred_at":"2026-11-30T10:00:00Z"}`)
+	var g []string
+	waitFor(t, "the event in GRANTS", 30*time.Second, func() bool {
+		g = grantsKeys(t, j)
+		return len(g) == 1
+	})
+	if !strings.HasPrefix(g[0], "grants.grants.") {
+		t.Fatalf("GRANTS message %.90q...: not under grants.grants.> (the provider's subjects per the template grants.{provider}.{subject}.{type})", g[0])
+	}
+}
