@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -330,5 +331,76 @@ func TestForwardQuotesRawControlBytes(t *testing.T) {
 	}
 	if r.header.Get("X-Injected") != "" {
 		t.Error("a header was injected")
+	}
+}
+
+// An empty body goes out with Content-Length: 0, not chunked: Forward
+// gives net/http a body it cannot rewind, so that it never resends the
+// POST by itself (unreplayable), and an empty one must still read as
+// empty to the receiver.
+func TestForwardEmptyBodyIsContentLengthZero(t *testing.T) {
+	type seen struct {
+		length int64
+		te     []string
+		body   []byte
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.ContentLength, r.TransferEncoding, body}
+	}))
+	t.Cleanup(srv.Close)
+	f := newTestForward(t, ForwardOptions{URL: srv.URL})
+	for _, body := range [][]byte{nil, {}} {
+		ev := forwardTestEvent()
+		ev.Body = body
+		if err := f.Apply(t.Context(), ev); err != nil {
+			t.Fatalf("Apply: %v", err)
+		}
+		if s := <-got; s.length != 0 || len(s.te) != 0 || len(s.body) != 0 {
+			t.Errorf("body %#v arrived with Content-Length %d, Transfer-Encoding %q, %d bytes; want Content-Length 0, not chunked, empty", body, s.length, s.te, len(s.body))
+		}
+	}
+}
+
+// A receiver that reads the POST and hangs up without answering sees it
+// once per Apply: net/http resends a request carrying Idempotency-Key
+// when a reused keep-alive connection closes before the answer, and again
+// on the next pooled one, all inside one attempt (unreplayable). The
+// attempt fails as a connection error, for consumer.backoff to retry.
+func TestForwardHangUpOnAReusedConnectionIsOnePost(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		posts.Add(1)
+		if string(body) == "hang up" {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(srv.Close)
+	f := newTestForward(t, ForwardOptions{URL: srv.URL})
+	ev := forwardTestEvent()
+	// Warm the pool: several connections, so a resend would find another.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := f.Apply(t.Context(), ev); err != nil {
+				t.Errorf("warm-up Apply: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	warm := posts.Load()
+	ev.Body = []byte("hang up")
+	err := f.Apply(t.Context(), ev)
+	if err == nil || errors.Is(err, ErrPermanent) {
+		t.Fatalf("Apply to a receiver that hung up = %v, want a retryable error", err)
+	}
+	if got := posts.Load() - warm; got != 1 {
+		t.Fatalf("the receiver got %d POSTs of one Apply (it hung up on each), want 1: %v", got, err)
 	}
 }
