@@ -48,13 +48,29 @@ func RenderSubject(tmpl string, ev Event) string {
 	if len(s) <= event.MaxSubject {
 		return s
 	}
-	// Too long to publish (see event.MaxSubject): the template's literal
-	// start, then a digest of the whole.
+	// Too long to publish (see event.MaxSubject): the template's start up
+	// to its first outside value, then a digest of the whole. {provider}
+	// (a config name, [a-z0-9_-]+) is kept, so the event stays under its
+	// provider's subjects (grants.<provider>.>, the natural filter of a
+	// service that wants one provider's events; before stop 42 it went to
+	// grants.=H<sha256>, which no such filter sees: audit 42).
 	prefix := tmpl
 	if i := strings.IndexByte(tmpl, '{'); i >= 0 {
 		prefix = tmpl[:i]
+		if rest := tmpl[i:]; strings.HasPrefix(rest, "{provider}") {
+			prefix += ev.Provider + templateLiteralStart(rest[len("{provider}"):])
+		}
 	}
 	return event.Bounded(s, prefix, event.MaxSubject)
+}
+
+// templateLiteralStart is tmpl's start up to its first placeholder.
+func templateLiteralStart(tmpl string) string {
+	i := strings.IndexByte(tmpl, '{')
+	if i < 0 {
+		return tmpl
+	}
+	return tmpl[:i]
 }
 
 func renderSubject(tmpl string, ev Event) string {

@@ -43,3 +43,27 @@ func FuzzRenderSubject(f *testing.F) {
 		}
 	})
 }
+
+// A GRANTS subject too long to publish is bounded to a digest after the
+// template's start up to its first outside value, {provider} kept (a
+// config name): the event stays under grants.<provider>.>, the filter a
+// service wanting one provider's events uses (audit 42: it went to
+// grants.=H<sha256>).
+func TestRenderSubjectTooLongKeepsTheProvider(t *testing.T) {
+	ev := Event{Provider: "fluxx", Account: "default", Subject: strings.Repeat("é", 700), Type: strings.Repeat("a.", 600) + "b"}
+	for _, tc := range []struct{ tmpl, prefix string }{
+		{"grants.{provider}.{subject}.{type}", "grants.fluxx.=H"},
+		{"grants.{provider}-{subject}", "grants.fluxx-=H"},
+		{"out.{provider}.x.{provider}.{subject}", "out.fluxx.x.=H"},
+		{"grants.{account}.{provider}.{subject}.{type}", "grants.=H"},
+		{"{subject}.{provider}", "=H"},
+	} {
+		got := RenderSubject(tc.tmpl, ev)
+		if len(got) != len(tc.prefix)+64 || !strings.HasPrefix(got, tc.prefix) {
+			t.Errorf("RenderSubject(%q) of a long subject = %q, want %s<sha256 hex>", tc.tmpl, got, tc.prefix)
+		}
+		if short := RenderSubject(tc.tmpl, Event{Provider: "fluxx", Account: "default", Subject: "G-1", Type: "t"}); strings.Contains(short, "=H") {
+			t.Errorf("RenderSubject(%q) of a short subject = %q, want it whole", tc.tmpl, short)
+		}
+	}
+}
