@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// audit42Receiver answers each key's requests from a script: the n-th
+// request of a key gets script[key][n] (the last entry repeats); an entry
+// below 0 means "sleep that many milliseconds, then 204".
+type audit42Receiver struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script map[string][]int
+	seen   map[string]int
+}
+
+func newAudit42Receiver(t testing.TB, script map[string][]int) *audit42Receiver {
+	rc := &audit42Receiver{script: script, seen: map[string]int{}}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		rc.mu.Lock()
+		n := rc.seen[key]
+		rc.seen[key]++
+		plan := rc.script[key]
+		rc.mu.Unlock()
+		code := http.StatusNoContent
+		if len(plan) > 0 {
+			code = plan[min(n, len(plan)-1)]
+		}
+		if code < 0 {
+			time.Sleep(time.Duration(-code) * time.Millisecond)
+			code = http.StatusNoContent
+		}
+		if code != http.StatusNoContent {
+			http.Error(w, "not now", code)
+			return
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *audit42Receiver) requests(key string) int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.seen[key]
+}
+
+// audit42Env is operatorEnv with the backoff replaced and a 10 s forward
+// timeout.
+func audit42Env(t testing.TB, forwardURL, backoff string) *env {
+	t.Helper()
+	e := operatorEnv(t, forwardURL)
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(string(b), "backoff: [100ms]", "backoff: ["+backoff+"]", 1)
+	cfg = strings.Replace(cfg, "timeout: 2s", "timeout: 10s", 1)
+	if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// README (Replay): "An event that replay applies and that has a letter in
+// DLQ ... has its letter removed (`its letter N removed from DLQ`, audited
+// `dlq-removed`)". A replay running beside serve reads DLQ once, at its
+// first event, and keeps that view: an event serve dead-letters after that
+// moment, which the same replay then applies, keeps its letter. The letter
+// is left in DLQ for an applied event (status lists it as a problem; once
+// the key expires, `dlq replay --all` applies and forwards it again).
+func TestAudit42ReplayRemovesLetterWrittenDuringTheRun(t *testing.T) {
+	const keyX, keyE = "grants:default:evt:a42_x", "grants:default:evt:a42_e"
+	rc := newAudit42Receiver(t, map[string][]int{
+		keyX: {422, -6000},     // dead-lettered at once by serve; the replay's forward takes 6 s
+		keyE: {503, 503, 204}, // serve's two attempts fail (a letter), the replay's succeeds
+	})
+	e := audit42Env(t, rc.srv.URL+"/hooks", "3s")
+	hg := start(t, e.cfgPath)
+	url := hg.baseURL + "/webhooks/grants"
+
+	bodyX := []byte(`{"grant_id":"G-X","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "a42_x", bodyX), bodyX), 200, "status", "accepted")
+	waitFor(t, "X dead-lettered", 30*time.Second, func() bool {
+		out, _, _ := cli(t, "dlq", "list", "--config", e.cfgPath)
+		return strings.Contains(out, keyX)
+	})
+	bodyE := []byte(`{"grant_id":"G-E","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, url, signGrants(t, "a42_e", bodyE), bodyE), 200, "status", "accepted")
+	waitFor(t, "serve's first try of E", 30*time.Second, func() bool { return rc.requests(keyE) >= 1 })
+
+	// The replay starts while E waits out its backoff (3 s): it reads DLQ
+	// at X, and reaches E after X's 6 s forward, once E has its letter.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "replay", "--from-seq", "1", "--config", e.cfgPath)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Logf("replay: %v", err)
+	}
+	if rc.requests(keyE) != 3 {
+		t.Fatalf("setup: E had %d forward requests, want 3 (2 by serve, 1 by the replay)\n%s%s", rc.requests(keyE), out.String(), errb.String())
+	}
+	if !regexp.MustCompile(`a42_e +applied`).MatchString(out.String()) {
+		t.Fatalf("setup: the replay did not apply E:\n%s%s", out.String(), errb.String())
+	}
+	list, _, _ := cli(t, "dlq", "list", "--config", e.cfgPath)
+	if strings.Contains(list, keyE) {
+		t.Fatalf("replay applied E (forwarded, published) but left its letter in DLQ; the replay said:\n%s\ndlq list:\n%s", out.String(), list)
+	}
+}
