@@ -122,3 +122,33 @@ func TestAudit42ReplayRemovesLetterWrittenDuringTheRun(t *testing.T) {
 		t.Fatalf("replay applied E (forwarded, published) but left its letter in DLQ; the replay said:\n%s\ndlq list:\n%s", out.String(), list)
 	}
 }
+
+// A replay whose events are `failed` (a forward answered 503, here a
+// dead-lettered event re-fed while its receiver is still down) exits 1
+// with nothing on stderr: a script, or an operator reading only errors,
+// sees a bare exit 1. Every other exit-1 outcome of replay says why on
+// stderr (dead-lettered: "N events were dead-lettered, not applied: ...";
+// not-in-config; interrupted), as the contract's "exit 1 ... with a
+// one-line message naming what to fix" asks.
+func TestAudit42ReplayFailedExitSaysWhy(t *testing.T) {
+	const key = "grants:default:evt:a42_f"
+	rc := newAudit42Receiver(t, map[string][]int{key: {503}})
+	e := operatorEnv(t, rc.srv.URL+"/hooks")
+	hg := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-F","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_f", body), body), 200, "status", "accepted")
+	waitFor(t, "the event dead-lettered", 30*time.Second, func() bool {
+		out, _, _ := cli(t, "dlq", "list", "--config", e.cfgPath)
+		return strings.Contains(out, key)
+	})
+	out, errOut, code := cli(t, "replay", "--config", e.cfgPath)
+	if !regexp.MustCompile(`a42_f +failed`).MatchString(out) {
+		t.Fatalf("setup: the replay did not report the event failed (exit %d):\n%s%s", code, out, errOut)
+	}
+	if code != 1 {
+		t.Fatalf("replay with a failed event: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if strings.TrimSpace(errOut) == "" {
+		t.Fatalf("replay exited 1 with an empty stderr; stdout:\n%s", out)
+	}
+}
