@@ -152,3 +152,35 @@ func TestAudit42ReplayFailedExitSaysWhy(t *testing.T) {
 		t.Fatalf("replay exited 1 with an empty stderr; stdout:\n%s", out)
 	}
 }
+
+// README: `dlq remove` leaves the event in WEBHOOKS ("`hookgate replay
+// --subject ...` can still re-feed it"), and a replay that dead-letters an
+// event without a letter writes one "as the consumer would", then exits 1
+// pointing to 'hookgate dlq list'. Within dedup.window of the removed
+// letter, the new letter carries the same Nats-Msg-Id (key|stored seq),
+// JetStream drops it as a duplicate of the removed one, and the replay
+// still reports (and audits) the event dead-lettered: DLQ is empty, the
+// letter the operator is sent to does not exist.
+func TestAudit42ReplayDeadLetterAfterRemoveIsWritten(t *testing.T) {
+	const key = "grants:default:evt:a42_z"
+	rc := newAudit42Receiver(t, nil)
+	e := operatorEnv(t, rc.srv.URL+"/hooks")
+	hg := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-Z","type":"t"}`) // no occurred_at: dead-lettered at once
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_z", body), body), 200, "status", "accepted")
+	waitFor(t, "the event dead-lettered", 30*time.Second, func() bool {
+		out, _, _ := cli(t, "dlq", "list", "--config", e.cfgPath)
+		return strings.Contains(out, key)
+	})
+	if out, errOut, code := cli(t, "dlq", "remove", "1", "--config", e.cfgPath); code != 0 || !strings.Contains(out, "removed") {
+		t.Fatalf("setup: dlq remove 1: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code := cli(t, "replay", "--from-seq", "1", "--config", e.cfgPath)
+	if !regexp.MustCompile(`a42_z +dead-lettered`).MatchString(out) {
+		t.Fatalf("setup: the replay did not dead-letter the event (exit %d):\n%s%s", code, out, errOut)
+	}
+	list, _, _ := cli(t, "dlq", "list", "--config", e.cfgPath)
+	if !strings.Contains(list, key) {
+		t.Fatalf("replay said the event was dead-lettered and pointed to 'hookgate dlq list', but DLQ has no letter of it\nreplay (exit %d):\n%s%s\ndlq list:\n%s", code, out, errOut, list)
+	}
+}
