@@ -184,3 +184,50 @@ func TestAudit42ReplayDeadLetterAfterRemoveIsWritten(t *testing.T) {
 		t.Fatalf("replay said the event was dead-lettered and pointed to 'hookgate dlq list', but DLQ has no letter of it\nreplay (exit %d):\n%s%s\ndlq list:\n%s", code, out, errOut, list)
 	}
 }
+
+// README (Audit): "Every operator decision lands in AUDIT with actor
+// operator: `replayed`, ...". A replay writes a `replayed` record for each
+// event it decides (already-applied ones included), but none for an event
+// it decides beyond-horizon, one of the contract's four replay decisions:
+// `trace` of that event shows no sign the operator's replay judged and
+// skipped it.
+func TestAudit42ReplayBeyondHorizonIsAudited(t *testing.T) {
+	const key = "grants:default:evt:a42_h"
+	rc := newAudit42Receiver(t, nil)
+	e := operatorEnv(t, rc.srv.URL+"/hooks")
+	hg := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-H","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_h", body), body), 200, "status", "accepted")
+	waitFor(t, "the event applied", 30*time.Second, func() bool { return rc.requests(key) == 1 })
+
+	// The operator's copy of the config with a 1 s horizon: the event,
+	// stored over a second ago, is beyond it.
+	b, err := os.ReadFile(e.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := e.cfgPath + ".short.yaml"
+	if err := os.WriteFile(short, []byte(strings.Replace(string(b), "consumer:", "dedup: { horizon: 1s, window: 1s }\nconsumer:", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a dry run deciding the event beyond-horizon", 30*time.Second, func() bool {
+		dry, _, _ := cli(t, "replay", "--dry-run", "--config", short)
+		return regexp.MustCompile(`a42_h +beyond-horizon`).MatchString(dry)
+	})
+	out, errOut, code := cli(t, "replay", "--config", short)
+	if !regexp.MustCompile(`a42_h +beyond-horizon`).MatchString(out) {
+		t.Fatalf("setup: replay (exit %d) did not decide the event beyond-horizon:\n%s%s", code, out, errOut)
+	}
+	var tr string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tr, _, _ = cli(t, "trace", key, "--config", e.cfgPath)
+		if regexp.MustCompile(`replayed +operator`).MatchString(tr) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replay decided %s beyond-horizon but AUDIT has no replayed record of it within 10 s\nreplay:\n%s\ntrace:\n%s", key, out, tr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
