@@ -21,3 +21,21 @@ func TestAudit42ReplayDlqWithoutSubcommandSaysSo(t *testing.T) {
 		t.Fatalf("dlq without a subcommand: %q; want the missing subcommand named (list|show|replay|remove), not the config file called a sequence number", strings.TrimSpace(r.stderr))
 	}
 }
+
+// `replay --from-seq 5 --to-seq 0`: bounds reversed (no WEBHOOKS
+// sequence is 0), refused for any other --to-seq below --from-seq
+// ("--from-seq 3 is after --to-seq 2", exit 2). An explicit --to-seq 0 is
+// taken for "no upper bound" and silently dropped: the replay runs from 5
+// to the stream's end (with --redeliver, every applied event's forward
+// again). The check runs before the config is read, so a missing config
+// file shows which way it went.
+func TestAudit42ReplayToSeqZeroIsRefused(t *testing.T) {
+	cfg := t.TempDir() + "/missing.yaml"
+	if r := review9Run(t, "", "replay", "--from-seq", "3", "--to-seq", "2", "--config", cfg); r.code != 2 {
+		t.Fatalf("setup: --from-seq 3 --to-seq 2: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	r := review9Run(t, "", "replay", "--from-seq", "5", "--to-seq", "0", "--redeliver", "--config", cfg)
+	if r.code != 2 || !strings.Contains(r.stderr, "--to-seq") {
+		t.Fatalf("--from-seq 5 --to-seq 0: exit %d, %q; want exit 2 naming --to-seq (reversed or empty range), not a replay from 5 to the end", r.code, strings.TrimSpace(r.stderr))
+	}
+}
