@@ -39,3 +39,18 @@ func TestAudit42ReplayToSeqZeroIsRefused(t *testing.T) {
 		t.Fatalf("--from-seq 5 --to-seq 0: exit %d, %q; want exit 2 naming --to-seq (reversed or empty range), not a replay from 5 to the end", r.code, strings.TrimSpace(r.stderr))
 	}
 }
+
+// The contract: "T is RFC 3339". RFC 3339 (section 5.6, NOTE) lets "T"
+// and "Z" be lower case; `replay --since 2026-12-05t11:30:00z` is refused
+// as "neither an RFC 3339 time nor a duration like 2h" (exit 2), though it
+// is one. (Time flags are checked before the config is read: a missing
+// config file shows the time was taken.)
+func TestAudit42ReplaySinceTakesLowerCaseRFC3339(t *testing.T) {
+	cfg := t.TempDir() + "/missing.yaml"
+	for _, ts := range []string{"2026-12-05t11:30:00z", "2026-12-05T11:30:00z"} {
+		r := review9Run(t, "", "replay", "--since", ts, "--until", ts, "--config", cfg)
+		if strings.Contains(r.stderr, "neither an RFC 3339 time") {
+			t.Errorf("--since/--until %s (RFC 3339 allows lower-case t and z): exit %d, %q", ts, r.code, strings.TrimSpace(r.stderr))
+		}
+	}
+}
