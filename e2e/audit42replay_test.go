@@ -231,3 +231,39 @@ func TestAudit42ReplayBeyondHorizonIsAudited(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// An event serve is still retrying (a 503, waiting out its backoff) that
+// an operator's replay dead-letters (the receiver refused it with a 422)
+// is then applied by serve's next try: DLQ keeps a letter for an applied
+// event (forwarded, in GRANTS), the replay's AUDIT says dead-lettered,
+// `status` lists the letter as a problem, and `dlq replay` re-feeds it
+// (once its key has expired, under `ordering: none` without publish,
+// applying it a second time). README: "Only `dlq replay` re-feeds a dead
+// letter"; a dead-lettered event is "not run again" by serve.
+func TestAudit42ReplayDeadLetteredEventNotAppliedByServeAfterwards(t *testing.T) {
+	const key = "grants:default:evt:a42_r"
+	rc := newAudit42Receiver(t, map[string][]int{key: {503, 422, 204}})
+	e := audit42Env(t, rc.srv.URL+"/hooks", "4s")
+	hg := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-R","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
+	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_r", body), body), 200, "status", "accepted")
+	waitFor(t, "serve's first try", 30*time.Second, func() bool { return rc.requests(key) >= 1 })
+
+	out, errOut, code := cli(t, "replay", "--from-seq", "1", "--config", e.cfgPath)
+	if !regexp.MustCompile(`a42_r +dead-lettered`).MatchString(out) {
+		t.Fatalf("setup: the replay did not dead-letter the event (exit %d; %d requests):\n%s%s", code, rc.requests(key), out, errOut)
+	}
+	// serve's second try comes after its 4 s backoff; give it until the
+	// receiver has seen it, then until the consumer has nothing pending.
+	waitFor(t, "serve's second try or its giving up", 30*time.Second, func() bool { return rc.requests(key) >= 3 })
+	var list string
+	waitFor(t, "serve done with the event", 30*time.Second, func() bool {
+		st, _, _ := cli(t, "status", "--config", e.cfgPath)
+		list, _, _ = cli(t, "dlq", "list", "--config", e.cfgPath)
+		return regexp.MustCompile(`WEBHOOKS/hookgate-apply +0 +0 `).MatchString(st)
+	})
+	grants := streamMsgs(t, e, "GRANTS")
+	if grants == 1 && strings.Contains(list, key) {
+		t.Fatalf("the event is applied (forwarded 2xx by serve after the replay dead-lettered it; GRANTS holds it) and DLQ still holds its letter:\nreplay:\n%s\ndlq list:\n%s", out, list)
+	}
+}
