@@ -14,18 +14,18 @@ import (
 	"time"
 )
 
-// audit42Receiver answers each key's requests from a script: the n-th
+// audit42ReplayReceiver answers each key's requests from a script: the n-th
 // request of a key gets script[key][n] (the last entry repeats); an entry
 // below 0 means "sleep that many milliseconds, then 204".
-type audit42Receiver struct {
+type audit42ReplayReceiver struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
 	script map[string][]int
 	seen   map[string]int
 }
 
-func newAudit42Receiver(t testing.TB, script map[string][]int) *audit42Receiver {
-	rc := &audit42Receiver{script: script, seen: map[string]int{}}
+func newAudit42ReplayReceiver(t testing.TB, script map[string][]int) *audit42ReplayReceiver {
+	rc := &audit42ReplayReceiver{script: script, seen: map[string]int{}}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Header.Get("Idempotency-Key")
 		rc.mu.Lock()
@@ -51,15 +51,15 @@ func newAudit42Receiver(t testing.TB, script map[string][]int) *audit42Receiver 
 	return rc
 }
 
-func (rc *audit42Receiver) requests(key string) int {
+func (rc *audit42ReplayReceiver) requests(key string) int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.seen[key]
 }
 
-// audit42Env is operatorEnv with the backoff replaced and a 10 s forward
+// audit42ReplayEnv is operatorEnv with the backoff replaced and a 10 s forward
 // timeout.
-func audit42Env(t testing.TB, forwardURL, backoff string) *env {
+func audit42ReplayEnv(t testing.TB, forwardURL, backoff string) *env {
 	t.Helper()
 	e := operatorEnv(t, forwardURL)
 	b, err := os.ReadFile(e.cfgPath)
@@ -83,11 +83,11 @@ func audit42Env(t testing.TB, forwardURL, backoff string) *env {
 // the key expires, `dlq replay --all` applies and forwards it again).
 func TestAudit42ReplayRemovesLetterWrittenDuringTheRun(t *testing.T) {
 	const keyX, keyE = "grants:default:evt:a42_x", "grants:default:evt:a42_e"
-	rc := newAudit42Receiver(t, map[string][]int{
+	rc := newAudit42ReplayReceiver(t, map[string][]int{
 		keyX: {422, -6000},     // dead-lettered at once by serve; the replay's forward takes 6 s
 		keyE: {503, 503, 204}, // serve's two attempts fail (a letter), the replay's succeeds
 	})
-	e := audit42Env(t, rc.srv.URL+"/hooks", "3s")
+	e := audit42ReplayEnv(t, rc.srv.URL+"/hooks", "3s")
 	hg := start(t, e.cfgPath)
 	url := hg.baseURL + "/webhooks/grants"
 
@@ -132,7 +132,7 @@ func TestAudit42ReplayRemovesLetterWrittenDuringTheRun(t *testing.T) {
 // one-line message naming what to fix" asks.
 func TestAudit42ReplayFailedExitSaysWhy(t *testing.T) {
 	const key = "grants:default:evt:a42_f"
-	rc := newAudit42Receiver(t, map[string][]int{key: {503}})
+	rc := newAudit42ReplayReceiver(t, map[string][]int{key: {503}})
 	e := operatorEnv(t, rc.srv.URL+"/hooks")
 	hg := start(t, e.cfgPath)
 	body := []byte(`{"grant_id":"G-F","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
@@ -163,7 +163,7 @@ func TestAudit42ReplayFailedExitSaysWhy(t *testing.T) {
 // letter the operator is sent to does not exist.
 func TestAudit42ReplayDeadLetterAfterRemoveIsWritten(t *testing.T) {
 	const key = "grants:default:evt:a42_z"
-	rc := newAudit42Receiver(t, nil)
+	rc := newAudit42ReplayReceiver(t, nil)
 	e := operatorEnv(t, rc.srv.URL+"/hooks")
 	hg := start(t, e.cfgPath)
 	body := []byte(`{"grant_id":"G-Z","type":"t"}`) // no occurred_at: dead-lettered at once
@@ -193,7 +193,7 @@ func TestAudit42ReplayDeadLetterAfterRemoveIsWritten(t *testing.T) {
 // skipped it.
 func TestAudit42ReplayBeyondHorizonIsAudited(t *testing.T) {
 	const key = "grants:default:evt:a42_h"
-	rc := newAudit42Receiver(t, nil)
+	rc := newAudit42ReplayReceiver(t, nil)
 	e := operatorEnv(t, rc.srv.URL+"/hooks")
 	hg := start(t, e.cfgPath)
 	body := []byte(`{"grant_id":"G-H","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
@@ -242,8 +242,8 @@ func TestAudit42ReplayBeyondHorizonIsAudited(t *testing.T) {
 // letter"; a dead-lettered event is "not run again" by serve.
 func TestAudit42ReplayDeadLetteredEventNotAppliedByServeAfterwards(t *testing.T) {
 	const key = "grants:default:evt:a42_r"
-	rc := newAudit42Receiver(t, map[string][]int{key: {503, 422, 204}})
-	e := audit42Env(t, rc.srv.URL+"/hooks", "4s")
+	rc := newAudit42ReplayReceiver(t, map[string][]int{key: {503, 422, 204}})
+	e := audit42ReplayEnv(t, rc.srv.URL+"/hooks", "4s")
 	hg := start(t, e.cfgPath)
 	body := []byte(`{"grant_id":"G-R","type":"t","occurred_at":"2026-11-30T10:00:00Z"}`)
 	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_r", body), body), 200, "status", "accepted")

@@ -90,7 +90,16 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 	if prev := ev.Header.Get(event.HeaderDlqPreviousSeq); prev != "" {
 		id += "|" + prev
 	}
-	ack, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: subj, Header: h, Data: ev.Body}, js.WithMsgID(id))
+	msg := &nats.Msg{Subject: subj, Header: h, Data: ev.Body}
+	ack, err := e.js.PublishMsg(ctx, msg, js.WithMsgID(id))
+	if err == nil && ack.Duplicate && e.letterGone(ctx, ack.Sequence) {
+		// The letter this id wrote is no longer in DLQ (dlq remove, or
+		// re-fed), and the event is dead-lettered again (a replay after
+		// the remove): a new letter, not a repeat of that one. Within
+		// dedup.window it was dropped as a duplicate while the replay
+		// said "dead-lettered, see dlq list" (audit 42).
+		ack, err = e.js.PublishMsg(ctx, msg, js.WithMsgID(id+"|"+strconv.FormatInt(time.Now().UnixNano(), 10)))
+	}
 	if err != nil {
 		if ae := (*js.APIError)(nil); errors.As(err, &ae) {
 			// nats.go wraps the server's refusal, whose text starts
@@ -107,6 +116,19 @@ func (e *Effects) DeadLetter(ctx context.Context, ev consumer.Event, reason stri
 		return 0, err
 	}
 	return ack.Sequence, nil
+}
+
+// letterGone reports whether DLQ no longer holds the letter at seq; false
+// when it cannot tell (the letter is then taken as there, as before).
+func (e *Effects) letterGone(ctx context.Context, seq uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, StreamDLQ)
+	if err != nil {
+		return false
+	}
+	_, err = s.GetMsg(ctx, seq)
+	return errors.Is(err, js.ErrMsgNotFound)
 }
 
 // storeFull is err marked consumer.ErrStoreFull without a word more: its
