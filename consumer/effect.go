@@ -52,6 +52,14 @@ var ErrPermanent = errors.New("permanent failure")
 // every few seconds.
 var ErrStoreFull = errors.New("store full")
 
+// ErrLeftToConsumer is a DeadLetters' refusal to write a letter that is not
+// its caller's to write: a replay's, for an event the live consumer holds
+// (delivered to a serve, not settled: waiting out a retry's backoff). The
+// live consumer decides that event; a letter written beside it was left
+// in DLQ once serve's next try applied the event (audit 42). Process then
+// reports Retry, writes nothing, and does not try again in place.
+var ErrLeftToConsumer = errors.New("left to the live consumer")
+
 // ErrStoreUnavailable marks a write or read of the consumer's own store
 // (GRANTS) that failed for no fault of the event: no connection, no
 // answer in time, the store stopped writing after a write error (a full

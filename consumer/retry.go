@@ -145,6 +145,9 @@ func (p *Processor) backoff(n int) time.Duration {
 // the failure (a forward's answer) for the AUDIT record, 0 when none.
 func (p *Processor) deadLetter(ctx context.Context, m *Message, reason string, status int) Outcome {
 	letter, err := p.dlq.DeadLetter(ctx, m.Event, reason, m.Deliveries)
+	if errors.Is(err, ErrLeftToConsumer) {
+		return Outcome{Decision: Retry, Reason: reason + "; not dead-lettered: " + err.Error()}
+	}
 	if err != nil {
 		m.letter, m.letterStatus = reason, status
 		return p.retry(m, withOp("dead-letter", err), false)

@@ -84,7 +84,7 @@ func audit42ReplayEnv(t testing.TB, forwardURL, backoff string) *env {
 func TestAudit42ReplayRemovesLetterWrittenDuringTheRun(t *testing.T) {
 	const keyX, keyE = "grants:default:evt:a42_x", "grants:default:evt:a42_e"
 	rc := newAudit42ReplayReceiver(t, map[string][]int{
-		keyX: {422, -6000},     // dead-lettered at once by serve; the replay's forward takes 6 s
+		keyX: {422, -6000},    // dead-lettered at once by serve; the replay's forward takes 6 s
 		keyE: {503, 503, 204}, // serve's two attempts fail (a letter), the replay's succeeds
 	})
 	e := audit42ReplayEnv(t, rc.srv.URL+"/hooks", "3s")
@@ -233,13 +233,14 @@ func TestAudit42ReplayBeyondHorizonIsAudited(t *testing.T) {
 }
 
 // An event serve is still retrying (a 503, waiting out its backoff) that
-// an operator's replay dead-letters (the receiver refused it with a 422)
-// is then applied by serve's next try: DLQ keeps a letter for an applied
-// event (forwarded, in GRANTS), the replay's AUDIT says dead-lettered,
-// `status` lists the letter as a problem, and `dlq replay` re-feeds it
-// (once its key has expired, under `ordering: none` without publish,
-// applying it a second time). README: "Only `dlq replay` re-feeds a dead
-// letter"; a dead-lettered event is "not run again" by serve.
+// an operator's replay dead-lettered (the receiver refused it with a 422)
+// was then applied by serve's next try: DLQ kept a letter for an applied
+// event (forwarded, in GRANTS), the replay's AUDIT said dead-lettered,
+// `status` listed the letter as a problem, and `dlq replay` re-fed it
+// (once its key had expired, under `ordering: none` without publish,
+// applying it a second time). Now the replay writes no letter for an
+// event serve's consumer holds: its line says failed, left to the live
+// consumer, and serve's retries decide it (here: applied, no letter).
 func TestAudit42ReplayDeadLetteredEventNotAppliedByServeAfterwards(t *testing.T) {
 	const key = "grants:default:evt:a42_r"
 	rc := newAudit42ReplayReceiver(t, map[string][]int{key: {503, 422, 204}})
@@ -249,9 +250,12 @@ func TestAudit42ReplayDeadLetteredEventNotAppliedByServeAfterwards(t *testing.T)
 	expect(t, post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "a42_r", body), body), 200, "status", "accepted")
 	waitFor(t, "serve's first try", 30*time.Second, func() bool { return rc.requests(key) >= 1 })
 
+	// The replay's try is refused for good (422), but serve still holds
+	// the event (delivered, waiting out its backoff): the replay writes no
+	// letter, says so, and leaves the event to serve's retries.
 	out, errOut, code := cli(t, "replay", "--from-seq", "1", "--config", e.cfgPath)
-	if !regexp.MustCompile(`a42_r +dead-lettered`).MatchString(out) {
-		t.Fatalf("setup: the replay did not dead-letter the event (exit %d; %d requests):\n%s%s", code, rc.requests(key), out, errOut)
+	if !regexp.MustCompile(`a42_r +failed +permanent failure: .*422.*not dead-lettered: left to the live consumer`).MatchString(out) || code != 1 {
+		t.Fatalf("the replay's refused try of an event serve holds: want it failed, not dead-lettered, left to serve (exit 1); got exit %d, %d requests:\n%s%s", code, rc.requests(key), out, errOut)
 	}
 	// serve's second try comes after its 4 s backoff; give it until the
 	// receiver has seen it, then until the consumer has nothing pending.
@@ -263,7 +267,10 @@ func TestAudit42ReplayDeadLetteredEventNotAppliedByServeAfterwards(t *testing.T)
 		return regexp.MustCompile(`WEBHOOKS/hookgate-apply +0 +0 `).MatchString(st)
 	})
 	grants := streamMsgs(t, e, "GRANTS")
-	if grants == 1 && strings.Contains(list, key) {
+	if grants != 1 {
+		t.Fatalf("GRANTS holds %d messages after serve's 204, want the event's 1", grants)
+	}
+	if strings.Contains(list, key) {
 		t.Fatalf("the event is applied (forwarded 2xx by serve after the replay dead-lettered it; GRANTS holds it) and DLQ still holds its letter:\nreplay:\n%s\ndlq list:\n%s", out, list)
 	}
 }

@@ -705,3 +705,22 @@ func oldestUnapplied(ctx context.Context, s js.Stream, cs ConsumerStatus) (time.
 	}
 	return time.Time{}, nil
 }
+
+// Unsettled is the live consumer's (DurableApply's) ack floor and last
+// delivery, in WEBHOOKS sequences: the events between them, floor
+// excluded, were delivered to a serve and may still be in its hands
+// (waiting out a retry's backoff), or were settled out of order. ok is
+// false when there is no such consumer (none ever ran, or deleted).
+func Unsettled(ctx context.Context, c *Conn) (floor, delivered uint64, ok bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cons, err := c.JS.Consumer(ctx, StreamWebhooks, DurableApply)
+	if errors.Is(err, js.ErrConsumerNotFound) || errors.Is(err, js.ErrStreamNotFound) {
+		return 0, 0, false, nil
+	}
+	if err != nil {
+		return 0, 0, false, classify("consumer "+DurableApply, err)
+	}
+	info := cons.CachedInfo()
+	return info.AckFloor.Stream, info.Delivered.Stream, true, nil
+}

@@ -166,6 +166,19 @@ const (
 	readStall    = 60 * time.Second
 )
 
+// LastSeq returns a stream's last sequence (0 when it holds none, or does
+// not exist).
+func LastSeq(ctx context.Context, c *Conn, stream string) (uint64, error) {
+	s, err := c.JS.Stream(ctx, stream)
+	if errors.Is(err, js.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, classify("stream "+stream, err)
+	}
+	return s.CachedInfo().State.LastSeq, nil
+}
+
 // GetMsg returns one message of a stream by sequence; js.ErrMsgNotFound
 // (wrapped) when there is none.
 func GetMsg(ctx context.Context, c *Conn, stream string, seq uint64) (StoredMsg, error) {

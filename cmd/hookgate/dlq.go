@@ -32,6 +32,15 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		args = []string{"list", "-help"} // dlq's help, with its flags
 	}
 	sub := args[0]
+	switch {
+	case sub == "list" || sub == "show" || sub == "replay" || sub == "remove":
+	case strings.HasPrefix(sub, "-"):
+		// Flags only (`dlq --config FILE`, the subcommand forgotten): it
+		// said the file was not a sequence number (audit 42).
+		return usagef("dlq: no subcommand; %s", dlqUsage)
+	default:
+		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
+	}
 	fs := flag.NewFlagSet("dlq "+sub, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfgPath := fs.String("config", "", "config file")
@@ -48,6 +57,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		if fs.NArg() == 0 {
 			break
+		}
+		if sub == "list" {
+			return usagef("dlq list takes no sequence numbers")
 		}
 		n, err := strconv.ParseUint(fs.Arg(0), 10, 64)
 		if err != nil || n == 0 {
@@ -71,8 +83,6 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if (len(seqs) == 0) == !*all {
 			return usagef("dlq %s: give SEQ... or --all, not both or neither", sub)
 		}
-	default:
-		return usagef("dlq: unknown subcommand %q; %s", sub, dlqUsage)
 	}
 	if (*all || *dryRun) && (sub == "list" || sub == "show") {
 		// Ignored without a word before (an operations audit, stop 41):

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -84,6 +83,13 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 		return usagef("replay: --until %s is before --since %s (durations count back from now: --since 2h --until 1h)",
 			r.Until.UTC().Format(time.RFC3339Nano), r.Since.UTC().Format(time.RFC3339Nano))
 	}
+	toSet := false
+	fs.Visit(func(f *flag.Flag) { toSet = toSet || f.Name == "to-seq" })
+	if toSet && *toSeq == 0 {
+		// Taken for "no bound" before (audit 42): --from-seq 5 --to-seq 0
+		// replayed from 5 to the end, where --to-seq 2 was refused.
+		return usagef("replay: --to-seq 0: WEBHOOKS sequences start at 1 (leave --to-seq out for no upper bound)")
+	}
 	if *toSeq > 0 && *fromSeq > *toSeq {
 		return usagef("replay: --from-seq %d is after --to-seq %d", *fromSeq, *toSeq)
 	}
@@ -122,7 +128,13 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	progress := newProgress(stderr, stdout)
 	o := cliProcessorOptions(cfg, sys)
 	o.LeaseWait = leaseWaitNote("replay", progress.note)
-	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, nil)
+	var live *liveConsumer
+	var letterer func(consumer.DeadLetters) consumer.DeadLetters
+	if !*dryRun {
+		live = newLiveConsumer(ctx, sys)
+		letterer = func(d consumer.DeadLetters) consumer.DeadLetters { return replayLetters{d, live} }
+	}
+	proc, err := buildProcessor(ctx, cfg, sys.conn, readOnly, logger, nil, nil, audit, o, letterer)
 	if err != nil {
 		return err
 	}
@@ -143,7 +155,7 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 
 	counts := map[string]int{}
 	rows := newReplayRows(stdout, progress.clear)
-	letters := &storedLetters{sys: sys}
+	letters := &storedLetters{sys: sys, live: live}
 	ro := &rideOut{}
 	if *dryRun {
 		// Each event judged after those the run would apply before it.
@@ -213,6 +225,11 @@ func runReplay(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	fmt.Fprintln(stdout, summary(counts, *dryRun))
 	failed := counts[decFailed] > 0
+	if n := counts[decFailed]; n > 0 {
+		// Exit 1 said nothing on stderr for these (audit 42), where every
+		// other outcome that makes it says why.
+		fmt.Fprintf(stderr, "hookgate: replay: %d events failed and were not applied (their lines say why; nothing was changed for them, and none was dead-lettered): once the cause is fixed, run the replay again\n", n)
+	}
 	if n := counts[decNotInConfig]; n > 0 {
 		fmt.Fprintf(stderr, "hookgate: replay: %d events of providers not in the config were left alone (%s): replay them with a config that has them\n",
 			n, strings.Join(slices.Sorted(maps.Keys(missing)), ", "))
@@ -259,6 +276,11 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 		return decFailed, err.Error()
 	}
 	if j.Decision == consumer.BeyondHorizon {
+		// Audited as the other decisions are (it was not: audit 42), so
+		// trace shows the operator's replay looked at the event.
+		if !dryRun {
+			recordReplayed(audit, ev, consumer.BeyondHorizon)
+		}
 		return consumer.BeyondHorizon, j.Reason
 	}
 	if j.Decision == consumer.DeadLettered {
@@ -271,6 +293,9 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 			return decFailed, "look for its letter in DLQ: " + err.Error()
 		}
 		if seq != 0 {
+			if !dryRun {
+				recordReplayed(audit, ev, consumer.DeadLettered)
+			}
 			return consumer.DeadLettered, joinReason(j.Reason, fmt.Sprintf("already in DLQ as letter %d, not dead-lettered again ('hookgate dlq show %d')", seq, seq))
 		}
 	}
@@ -329,9 +354,15 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 	if decision == consumer.Applied {
 		out.Reason = joinReason(out.Reason, letters.resolve(ctx, audit, ev))
 	}
+	recordReplayed(audit, ev, decision)
+	return decision, out.Reason
+}
+
+// recordReplayed audits the replay's decision on ev (AUDIT's replayed
+// record, the decision as its reason).
+func recordReplayed(audit *jetstream.AuditWriter, ev consumer.Event, decision string) {
 	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionReplayed, Provider: ev.Provider,
 		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: decision, Actor: event.ActorOperator})
-	return decision, out.Reason
 }
 
 // replayHorizon is the horizon replay judges by: this config's
@@ -441,7 +472,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+	if t, err := parseRFC3339(s); err == nil {
 		return t, nil
 	}
 	d, err := config.ParseDuration(s)
@@ -451,12 +482,19 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return now.Add(-d), nil
 }
 
+// parseRFC3339 reads an RFC 3339 time, whose "T" and "Z" may be lower case
+// (RFC 3339 section 5.6; Go's parser takes them upper case only): no other
+// letter is in one, so upper-casing it changes nothing else.
+func parseRFC3339(s string) (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+}
+
 // untilSpan is how much later than the instant it names an --until of s
 // still covers: the rest of its last digit's unit, so 03:23:59Z takes in
 // up to 03:23:59.999999999 and 03:23:59.883Z up to 03:23:59.883999999.
 // 0 for a time to the nanosecond and for a duration (an instant).
 func untilSpan(s string) time.Duration {
-	if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+	if _, err := parseRFC3339(s); err != nil {
 		return 0
 	}
 	// RFC 3339's seconds end at byte 19 (2006-01-02T15:04:05); the
@@ -486,123 +524,4 @@ func joinReason(reason, more string) string {
 		return reason
 	}
 	return reason + "; " + more
-}
-
-// storedLetters finds the DLQ letter of a stored event, reading each
-// provider and account's letters once (DLQ is bounded and small next to
-// WEBHOOKS).
-type storedLetters struct {
-	sys  *system
-	read map[string]map[uint64][]uint64 // DLQ subject -> stored seq -> letter seqs, oldest first
-}
-
-// of returns the sequence in DLQ of ev's newest letter, 0 if none.
-func (l *storedLetters) of(ctx context.Context, ev consumer.Event) (uint64, error) {
-	all, err := l.all(ctx, ev)
-	if err != nil || len(all) == 0 {
-		return 0, err
-	}
-	return all[len(all)-1], nil
-}
-
-// all returns the sequences in DLQ of ev's letters, oldest first.
-func (l *storedLetters) all(ctx context.Context, ev consumer.Event) ([]uint64, error) {
-	subj := jetstream.LetterSubject(ev.Provider, ev.Account)
-	if l.read == nil {
-		l.read = map[string]map[uint64][]uint64{}
-	}
-	seqs, ok := l.read[subj]
-	if !ok {
-		seqs = map[uint64][]uint64{}
-		err := jetstream.Read(ctx, l.sys.conn, jetstream.StreamDLQ, jetstream.Range{Filter: subj}, func(m jetstream.StoredMsg, _ uint64) error {
-			if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil {
-				seqs[stored] = append(seqs[stored], m.Seq)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		l.read[subj] = seqs
-	}
-	return seqs[ev.Seq], nil
-}
-
-// supersede keeps one letter per stored event after replay dead-lettered
-// ev again: when that wrote a new letter (DLQ's duplicate window had
-// passed since the last), the letters ev had before (before) are removed,
-// as `dlq replay` replaces a letter that fails again; otherwise the one it
-// had stays. Review BH found a stored event with two identical letters
-// after a replay, which `dlq replay --all` then re-fed twice. It says what
-// it did, for the replay's line; removed letters are audited as
-// dlq-removed.
-func (l *storedLetters) supersede(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event, before []uint64) string {
-	subj := jetstream.LetterSubject(ev.Provider, ev.Account)
-	delete(l.read, subj) // read DLQ again, for the letter just written
-	now, err := l.all(ctx, ev)
-	if err != nil {
-		return "its letters in DLQ were not looked up: " + err.Error() + " (check 'hookgate dlq list' for two letters of it)"
-	}
-	newest := uint64(0)
-	for _, seq := range now {
-		if !slices.Contains(before, seq) {
-			newest = max(newest, seq)
-		}
-	}
-	if newest == 0 {
-		if len(before) > 0 {
-			return fmt.Sprintf("already in DLQ as letter %d", before[len(before)-1])
-		}
-		return ""
-	}
-	var removed []string
-	for _, seq := range now {
-		if seq == newest {
-			continue
-		}
-		if err := l.remove(ctx, audit, ev, seq, fmt.Sprintf("replaced by letter %d (replay)", newest)); err != nil {
-			return fmt.Sprintf("letter %d; its letter %d was not removed from DLQ: %v ('hookgate dlq show %d')", newest, seq, err, seq)
-		}
-		removed = append(removed, strconv.FormatUint(seq, 10))
-	}
-	l.read[subj][ev.Seq] = []uint64{newest}
-	if len(removed) == 0 {
-		return fmt.Sprintf("letter %d", newest)
-	}
-	return fmt.Sprintf("letter %d replaces letter %s in DLQ", newest, strings.Join(removed, ", "))
-}
-
-// remove deletes ev's letter seq from DLQ (one already gone is removed
-// too) and audits it dlq-removed with why.
-func (l *storedLetters) remove(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event, seq uint64, why string) error {
-	if err := jetstream.RemoveMsg(ctx, l.sys.conn, jetstream.StreamDLQ, seq); err != nil && !errors.Is(err, jetstream.ErrNotFound) {
-		return err
-	}
-	audit.Record(event.AuditRecord{Time: time.Now().UTC(), Decision: event.DecisionDlqRemoved, Provider: ev.Provider,
-		Account: ev.Account, Key: ev.Key, Seq: ev.Seq, Reason: fmt.Sprintf("DLQ %d: %s", seq, why), Actor: event.ActorOperator})
-	return nil
-}
-
-// resolve removes the letters of ev, which replay just applied: left in
-// DLQ, a later `dlq replay` re-fed them, and once the applied key had
-// expired the event applied, and forwarded, a second time (review V).
-// It says what it did, for the replay's line; removed letters are
-// audited as dlq-removed.
-func (l *storedLetters) resolve(ctx context.Context, audit *jetstream.AuditWriter, ev consumer.Event) string {
-	seqs, err := l.all(ctx, ev)
-	if err != nil {
-		return "its letters in DLQ were not looked up: " + err.Error() + " (check 'hookgate dlq list' before re-feeding them)"
-	}
-	var done []string
-	for _, seq := range seqs {
-		if err := l.remove(ctx, audit, ev, seq, "applied by replay"); err != nil {
-			return fmt.Sprintf("its letter %d was not removed from DLQ: %v (do not re-feed it: 'hookgate dlq show %d')", seq, err, seq)
-		}
-		done = append(done, strconv.FormatUint(seq, 10))
-	}
-	l.read[jetstream.LetterSubject(ev.Provider, ev.Account)][ev.Seq] = nil
-	if len(done) == 0 {
-		return ""
-	}
-	return "its letter " + strings.Join(done, ", ") + " removed from DLQ"
 }
