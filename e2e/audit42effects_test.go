@@ -44,12 +44,6 @@ type audit42Receiver struct {
 	header map[string]http.Header
 }
 
-func (r *audit42Receiver) count(key string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.posts[key])
-}
-
 func newAudit42Receiver(t testing.TB, handle func(w http.ResponseWriter, req *http.Request, body []byte, n int)) *audit42Receiver {
 	t.Helper()
 	r := &audit42Receiver{posts: map[string][]time.Time{}, bodies: map[string][]string{}, header: map[string]http.Header{}}
