@@ -1,12 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookgate/hookgate/config"
+	"github.com/hookgate/hookgate/gateway"
 )
 
 // Audit 42 (CLI and config). When nothing answers on nats.embedded.listen,
@@ -48,4 +57,83 @@ func TestAudit42CLIDataDirOpenedByACommandServesNoListen(t *testing.T) {
 		conn.Close()
 		t.Errorf("while an operator command holds data_dir (no serve runs), nats.embedded.listen %s accepts connections: another command or a downstream service reaches the command's short-lived server instead of the data_dir lock's message, and loses it when the command ends", natsListen)
 	}
+}
+
+// Audit 42: `status` lists a stream that refuses writes as a problem only
+// from 90% of its max_bytes, and says "full now" only inside that. With
+// events large beside max_bytes (by hand: 1 kB events and 8 kB, full at 85%; here 1.8 kB, full at about 80%; a
+// 10 MB limit with 1 MB bodies alike) WEBHOOKS is full below 90%: every
+// webhook is answered "503 event store full", /readyz stays 200 (as
+// documented), and `status` reads "PROBLEMS none". streamFull (less
+// room than two average messages) is what the answer hinges on, and it is
+// never asked below 90%.
+func TestAudit42CLIStatusSaysFullStreamBelowNinetyPercent(t *testing.T) {
+	dataDir := t.TempDir() + "/data"
+	natsListen := freeAddr(t)
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	reviewAHWrite(t, cfgPath, fmt.Sprintf("http: { listen: \"127.0.0.1:0\", max_body_bytes: 1000 }\n"+
+		"retention: { webhooks: { max_bytes: 1800 } }\n"+
+		"nats: { embedded: { data_dir: %q, listen: %q, token: tok } }\n%s", dataDir, natsListen, review6Provider))
+	s := review7Start(t, cfgPath, true)
+
+	client := &http.Client{Timeout: 20 * time.Second}
+	pad := strings.Repeat("a", 900)
+	full := false
+	for i := 0; i < 40 && !full; i++ {
+		body := fmt.Sprintf(`{"id":"f%d","grant_id":"g-%d","at":"2026-12-01T10:00:00Z","pad":%q}`, i, i, pad)
+		sch, err := gateway.NewScheme("hmac-sha256", gateway.SchemeOptions{Header: "X-Sig"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := sch.Sign([]byte(body), config.Secret(review6Secret), "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest(http.MethodPost, s.base+"/webhooks/p", strings.NewReader(body))
+		for k, v := range h {
+			req.Header[k] = v
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == 503 && strings.Contains(string(b), "full"):
+			full = true
+		case resp.StatusCode != 200:
+			t.Fatalf("event %d: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	if !full {
+		t.Fatal("WEBHOOKS never answered 503 full")
+	}
+
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"status", "--config", cfgPath, "--json"}, func(string) string { return "" }, nil, &out, &errb); err != nil {
+		t.Fatalf("status: %v %s", err, errb.String())
+	}
+	var st struct {
+		Problems []string `json:"problems"`
+		Streams  []struct {
+			Name    string  `json:"name"`
+			DiskUse float64 `json:"disk_use_percent"`
+		} `json:"streams"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Problems {
+		if strings.Contains(p, "stream WEBHOOKS") {
+			return
+		}
+	}
+	use := -1.0
+	for _, x := range st.Streams {
+		if x.Name == "WEBHOOKS" {
+			use = x.DiskUse
+		}
+	}
+	t.Errorf("WEBHOOKS answers every webhook 503 \"event store full\" (disk use %.1f%% of max_bytes), and status's problems do not name the stream: %q", use, st.Problems)
 }
