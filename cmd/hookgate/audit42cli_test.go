@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
+	"github.com/hookgate/hookgate/jetstream"
 )
 
 // Audit 42 (CLI and config). When nothing answers on nats.embedded.listen,
@@ -136,4 +137,35 @@ func TestAudit42CLIStatusSaysFullStreamBelowNinetyPercent(t *testing.T) {
 		}
 	}
 	t.Errorf("WEBHOOKS answers every webhook 503 \"event store full\" (disk use %.1f%% of max_bytes), and status's problems do not name the stream: %q", use, st.Problems)
+}
+
+// Audit 42: nats.replicas: 3 against a nats.url that is a single server
+// (no cluster) passes config check (it cannot know), and serve then ends
+// with "create stream WEBHOOKS: jetstream unavailable: nats: API error:
+// code=500 err_code=10074 description=replicas > 1 not supported in
+// non-clustered mode": it names neither the key to fix (nats.replicas) nor
+// the cause in hookgate's terms, and calls a JetStream that answered
+// "unavailable". Contract: exit 1 "with a one-line message naming what to
+// fix"; the README's start-up refusals name their key (a busy port names
+// http.listen).
+func TestAudit42CLIServeReplicasOnASingleServerNamesTheKey(t *testing.T) {
+	natsAddr := freeAddr(t)
+	e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{DataDir: t.TempDir(), Listen: natsAddr, Token: "tok", MaxPayload: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	reviewAHWrite(t, cfgPath, fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nnats: { url: \"nats://tok@%s\", replicas: 3 }\n%s", natsAddr, review6Provider))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb lockedBuf
+	err = run(ctx, []string{"serve", "--config", cfgPath}, func(string) string { return "" }, nil, &out, &errb)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("serve with nats.replicas 3 on a single server: %v (want a refusal)\n%s", err, tail(errb.String(), 2000))
+	}
+	if !strings.Contains(err.Error(), "nats.replicas") {
+		t.Errorf("serve's refusal does not name nats.replicas: %v", err)
+	}
 }
