@@ -169,3 +169,20 @@ func TestAudit42CLIServeReplicasOnASingleServerNamesTheKey(t *testing.T) {
 		t.Errorf("serve's refusal does not name nats.replicas: %v", err)
 	}
 }
+
+// Audit 42: serve pointed at a NATS server without JetStream waits 30 s
+// with nothing in its log (no "trying again" line, /readyz "starting: the
+// event store is being opened"), then ends with "look up stream WEBHOOKS:
+// jetstream unavailable: nats: no responders available for request": the
+// cause (JetStream is not enabled on the server at nats.url) is never
+// said. The README lists "a server without JetStream" among what ends
+// serve "with the reason"; nats.go itself calls this
+// ErrJetStreamNotEnabled.
+func TestAudit42CLIServeSaysJetStreamIsNotEnabled(t *testing.T) {
+	s := reviewTServe(t, fmt.Sprintf("url: %q", review10aNoJetStream(t)))
+	err := reviewTExpectEnds(t, s, 60*time.Second)
+	msg := strings.ToLower(err.Error())
+	if !strings.Contains(msg, "not enabled") && !strings.Contains(msg, "without jetstream") && !strings.Contains(msg, "enable jetstream") {
+		t.Errorf("serve against a NATS server without JetStream ended with %q: it does not say JetStream is not enabled there", err)
+	}
+}
