@@ -186,3 +186,19 @@ func TestAudit42CLIServeSaysJetStreamIsNotEnabled(t *testing.T) {
 		t.Errorf("serve against a NATS server without JetStream ended with %q: it does not say JetStream is not enabled there", err)
 	}
 }
+
+// Audit 42: `hookgate config check FILE --help` is a usage error (exit 2,
+// "unexpected argument \"--help\" after the config file"), while every
+// other command takes -h/--help after its positional argument
+// (`hookgate trace KEY --help`, `hookgate dlq show 5 --help`: usage, exit
+// 0) and the README says "-h or --help after any of them". Review 9 made
+// flags after FILE an error so that "FILE --json" is not silently
+// ignored; help is not such a flag.
+func TestAudit42CLIConfigCheckFileThenHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"config", "check", "hookgate.yaml", "--help"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb)
+	var shown bytes.Buffer
+	if code := exitCode(err, &shown); code != 0 || !strings.Contains(out.String(), "Usage:\n  hookgate config check FILE") {
+		t.Errorf("config check FILE --help: exit %d, stdout %q, stderr %q; want the usage, exit 0 (as trace KEY --help)", code, out.String(), shown.String()+errb.String())
+	}
+}
