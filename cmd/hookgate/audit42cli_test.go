@@ -17,6 +17,7 @@ import (
 	"github.com/hookgate/hookgate/config"
 	"github.com/hookgate/hookgate/gateway"
 	"github.com/hookgate/hookgate/jetstream"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Audit 42 (CLI and config). When nothing answers on nats.embedded.listen,
@@ -200,5 +201,38 @@ func TestAudit42CLIConfigCheckFileThenHelp(t *testing.T) {
 	var shown bytes.Buffer
 	if code := exitCode(err, &shown); code != 0 || !strings.Contains(out.String(), "Usage:\n  hookgate config check FILE") {
 		t.Errorf("config check FILE --help: exit %d, stdout %q, stderr %q; want the usage, exit 0 (as trace KEY --help)", code, out.String(), shown.String()+errb.String())
+	}
+}
+
+// Audit 42: on an external NATS whose max_payload is 64 KiB or less, serve
+// refuses with "nats max_payload is 65536 bytes; http.max_body_bytes 1000
+// plus 65536 for headers needs 66536: raise max_payload on the NATS
+// servers or lower http.max_body_bytes". Lowering max_body_bytes cannot
+// help (even 1 byte needs 65537): the one fix is max_payload, and the
+// operator who follows the advice lowers the limit, restarts, and is
+// refused again.
+func TestAudit42CLIServeMaxPayloadAdviceThatCannotWork(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
+		JetStream: true, StoreDir: t.TempDir(), MaxPayload: 64 << 10, Authorization: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	url := strings.Replace(srv.ClientURL(), "nats://", "nats://tok@", 1)
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	reviewAHWrite(t, cfgPath, fmt.Sprintf("http: { listen: \"127.0.0.1:0\", max_body_bytes: 1000 }\nretention: { webhooks: { max_bytes: 1MB }, grants: { max_bytes: 1MB }, dlq: { max_bytes: 1MB } }\nnats: { url: %q }\n%s", url, review6Provider))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out, errb lockedBuf
+	err = run(ctx, []string{"serve", "--config", cfgPath}, func(string) string { return "" }, nil, &out, &errb)
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("serve on a 64 KiB max_payload: %v, want a refusal\n%s", err, tail(errb.String(), 2000))
+	}
+	if strings.Contains(err.Error(), "lower http.max_body_bytes") {
+		t.Errorf("serve's refusal advises lowering http.max_body_bytes, which cannot satisfy it (64 KiB of header room alone fills max_payload): %v", err)
 	}
 }
