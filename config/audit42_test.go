@@ -4,6 +4,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Audit 42 (config): two listen addresses that are one socket are an
@@ -40,5 +41,27 @@ func TestAudit42CLISetButEmptyVariableIsNotCalledUnset(t *testing.T) {
 	}
 	if strings.Contains(msg, "AUDIT42_EMPTY is not set") {
 		t.Errorf("AUDIT42_EMPTY is set (to \"\"), and config check says: %s", msg)
+	}
+}
+
+// Audit 42: the retry schedule is not held against
+// retention.webhooks.max_age. With consumer.backoff [1000h] (or a
+// max_deliver whose backoff steps add up past max_age: [1s, 5s, 30s, 2m,
+// 10m] with max_deliver 5000 is 34 days against the default 30), an event
+// whose effect keeps failing is deleted from WEBHOOKS at max_age before
+// its last attempt: never applied, never dead-lettered, no letter for
+// `dlq replay`. config check answers "ok" and serve starts without a word
+// (by hand); the README's Events lost to max_age are reported only once
+// they happen.
+func TestAudit42CLIRetryScheduleLongerThanWebhooksMaxAge(t *testing.T) {
+	c := mustParse(t, baseYAML, nil)
+	c.Consumer.Backoff = []time.Duration{1000 * time.Hour}
+	c.Consumer.MaxDeliver = 8
+	c.Retention.Webhooks.MaxAge = 720 * time.Hour
+	ps := c.Check()
+	_, onBackoff := findProblem(ps, "consumer.backoff", "")
+	_, onMaxDeliver := findProblem(ps, "consumer.max_deliver", "")
+	if !onBackoff && !onMaxDeliver {
+		t.Errorf("consumer.backoff [1000h], max_deliver 8, retention.webhooks.max_age 720h: the first retry comes after the event has left WEBHOOKS, and config check says nothing on consumer.backoff or consumer.max_deliver; problems: %v", ps)
 	}
 }
