@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -234,5 +235,38 @@ func TestAudit42CLIServeMaxPayloadAdviceThatCannotWork(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "lower http.max_body_bytes") {
 		t.Errorf("serve's refusal advises lowering http.max_body_bytes, which cannot satisfy it (64 KiB of header room alone fills max_payload): %v", err)
+	}
+}
+
+// Audit 42: a CLI command that cannot read data_dir/nats.token (by hand:
+// `hookgate status` run as an operator's own user against the systemd
+// unit's /var/lib/hookgate/data, whose token file is 0600 for the
+// service's user) goes on without a token and reports "nats at
+// 127.0.0.1:23422 refused the token: check nats.embedded.token or
+// /tmp/a3/data/nats.token": the file holds the right token, no token was
+// sent, and the read error (permission denied) is dropped. Here, as root
+// can read any file, the token file is made unreadable by putting a
+// directory in its place once serve has read it.
+func TestAudit42CLIUnreadableTokenFileIsNamedAsSuch(t *testing.T) {
+	dataDir := t.TempDir() + "/data"
+	natsListen := freeAddr(t)
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	reviewAHWrite(t, cfgPath, fmt.Sprintf("http: { listen: \"127.0.0.1:0\" }\nroles: { consumer: false }\nnats: { embedded: { data_dir: %q, listen: %q } }\n%s", dataDir, natsListen, review6Provider))
+	review7Start(t, cfgPath, true)
+
+	tokenFile := filepath.Join(dataDir, jetstream.TokenFile)
+	if err := os.Rename(tokenFile, tokenFile+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tokenFile, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"status", "--config", cfgPath}, func(string) string { return "" }, nil, &out, &errb)
+	if err == nil {
+		t.Fatalf("status without a readable token: no error\n%s", out.String())
+	}
+	if msg := err.Error(); strings.Contains(msg, "refused the token") && !strings.Contains(msg, "is a directory") && !strings.Contains(msg, "cannot read") && !strings.Contains(msg, "could not read") {
+		t.Errorf("status could not read %s, sent no token, and says: %v", tokenFile, err)
 	}
 }
