@@ -270,3 +270,20 @@ func TestAudit42CLIUnreadableTokenFileIsNamedAsSuch(t *testing.T) {
 		t.Errorf("status could not read %s, sent no token, and says: %v", tokenFile, err)
 	}
 }
+
+// Audit 42: `hookgate sign --timestamp -5` exits 1 with "hookgate:
+// standard-webhooks sign: timestamp must be from 1970 on and at most 18
+// digits of Unix seconds", naming neither the flag nor a usage error,
+// while `--timestamp abc` (also a bad value of the same flag) is a usage
+// error, exit 2: "sign: --timestamp \"abc\": want Unix seconds".
+func TestAudit42CLISignNegativeTimestampIsAUsageError(t *testing.T) {
+	cfgPath := filepath.Join(t.TempDir(), "hookgate.yaml")
+	reviewAHWrite(t, cfgPath, "providers:\n  sw:\n    signature: { scheme: standard-webhooks, secrets: [\"whsec_aG9va2dhdGUtZGV2LWdyYW50c2dvdi1zZWNyZXQ=\"] }\n")
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"sign", "--config", cfgPath, "--provider", "sw", "--timestamp", "-5"}, func(string) string { return "" }, strings.NewReader(`{"id":"a"}`), &out, &errb)
+	var shown bytes.Buffer
+	code := exitCode(err, &shown)
+	if code != 2 || !strings.Contains(shown.String()+errb.String(), "--timestamp") {
+		t.Errorf("sign --timestamp -5: exit %d, %q; want exit 2 naming --timestamp, as for --timestamp abc", code, strings.TrimSpace(shown.String()+errb.String()))
+	}
+}
