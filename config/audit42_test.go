@@ -59,9 +59,21 @@ func TestAudit42CLIRetryScheduleLongerThanWebhooksMaxAge(t *testing.T) {
 	c.Consumer.MaxDeliver = 8
 	c.Retention.Webhooks.MaxAge = 720 * time.Hour
 	ps := c.Check()
-	_, onBackoff := findProblem(ps, "consumer.backoff", "")
-	_, onMaxDeliver := findProblem(ps, "consumer.max_deliver", "")
-	if !onBackoff && !onMaxDeliver {
-		t.Errorf("consumer.backoff [1000h], max_deliver 8, retention.webhooks.max_age 720h: the first retry comes after the event has left WEBHOOKS, and config check says nothing on consumer.backoff or consumer.max_deliver; problems: %v", ps)
+	if p, ok := findProblem(ps, "consumer.backoff[0]", ""); !ok || !p.Warning {
+		t.Errorf("consumer.backoff [1000h], max_deliver 8, retention.webhooks.max_age 720h: the first retry comes after the event has left WEBHOOKS, and config check does not warn on consumer.backoff[0]; problems: %v", ps)
+	}
+
+	// The default delays, 5000 attempts: 34 days of retries against 30.
+	c = mustParse(t, baseYAML, nil)
+	c.Consumer.MaxDeliver = 5000
+	if p, ok := findProblem(c.Check(), "consumer.max_deliver", "past retention.webhooks.max_age"); !ok || !p.Warning {
+		t.Errorf("consumer.max_deliver 5000 with backoff %v against max_age %s: no warning on consumer.max_deliver; problems: %v", c.Consumer.Backoff, c.Retention.Webhooks.MaxAge, c.Check())
+	}
+	// The defaults: 8 attempts, about 45 minutes of delays.
+	c = mustParse(t, baseYAML, nil)
+	for _, p := range c.Check() {
+		if strings.HasPrefix(p.Key, "consumer.") {
+			t.Errorf("the default consumer settings are warned about: %v", p)
+		}
 	}
 }

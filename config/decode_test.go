@@ -35,8 +35,8 @@ func TestExpand(t *testing.T) {
 		{in: "a$b", want: "a$b"},
 		{in: "$", want: "$"},
 		{in: "end$", want: "end$"},
-		{in: "${UNSET}", wantErr: "environment variable UNSET is not set"},
-		{in: "${EMPTY}", wantErr: "environment variable EMPTY is not set"},
+		{in: "${UNSET}", wantErr: "environment variable UNSET is unset or empty"},
+		{in: "${EMPTY}", wantErr: "environment variable EMPTY is unset or empty"},
 		{in: "x${A", wantErr: "unterminated ${"},
 		{in: "${}", wantErr: "invalid variable name"},
 		{in: "${1A}", wantErr: "invalid variable name"},
@@ -109,12 +109,12 @@ consumer:
 	if !errors.As(err, &ps) {
 		t.Fatalf("Parse = %v, want Problems", err)
 	}
-	p := wantProblem(t, ps, "providers.grantsgov.signature.secrets[0]", "environment variable GRANTSGOV_SECRET is not set", false)
+	p := wantProblem(t, ps, "providers.grantsgov.signature.secrets[0]", "environment variable GRANTSGOV_SECRET is unset or empty", false)
 	if p.Line != 5 {
 		t.Errorf("line = %d, want 5", p.Line)
 	}
-	wantProblem(t, ps, "consumer.workers", "environment variable WORKERS is not set", false)
-	if got, want := ps[0].String(), "providers.grantsgov.signature.secrets[0]: environment variable GRANTSGOV_SECRET is not set (line 5)"; got != want {
+	wantProblem(t, ps, "consumer.workers", "environment variable WORKERS is unset or empty", false)
+	if got, want := ps[0].String(), "providers.grantsgov.signature.secrets[0]: environment variable GRANTSGOV_SECRET is unset or empty (line 5)"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }

@@ -68,7 +68,7 @@ func expand(s string, getenv func(string) string) (string, error) {
 // a name that may be a secret's text (errUnset.hide).
 type errUnset string
 
-func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s is not set", string(e)) }
+func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s is unset or empty", string(e)) }
 
 // hide is the error for a secret's value: the name only when it looks
 // like a variable's by convention (capitals, digits and _), since a secret
@@ -77,7 +77,7 @@ func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s i
 func (e errUnset) hide() error {
 	for _, c := range string(e) {
 		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return errors.New("an environment variable named in ${...} is not set (its name is not shown: this value is a secret, and the name is not in capitals as a variable's would be)")
+			return errors.New("an environment variable named in ${...} is unset or empty (its name is not shown: this value is a secret, and the name is not in capitals as a variable's would be)")
 		}
 	}
 	return e

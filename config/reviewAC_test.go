@@ -54,7 +54,7 @@ func TestReviewACCredentialHeaderSourcesPassConfigCheck(t *testing.T) {
 //
 // A secret value that holds "${...}" (a generated password with "${" in
 // it, or a secret pasted inside the braces by mistake) is reported as
-// "environment variable <the text> is not set": config check, serve's
+// "environment variable <the text> is unset or empty": config check, serve's
 // error and `hookgate sign` print that part of the secret.
 func TestReviewACSecretTextInBracesIsEchoed(t *testing.T) {
 	const (
@@ -88,7 +88,7 @@ providers:
 func TestUnsetSecretVariableNamedInCapitals(t *testing.T) {
 	data := "providers:\n  p:\n    signature: { scheme: github, secrets: [\"${GRANTS_SECRET_2}\"] }\n"
 	_, err := Parse([]byte(data), t.TempDir(), func(string) string { return "" })
-	if err == nil || !strings.Contains(err.Error(), "providers.p.signature.secrets[0]: environment variable GRANTS_SECRET_2 is not set") {
+	if err == nil || !strings.Contains(err.Error(), "providers.p.signature.secrets[0]: environment variable GRANTS_SECRET_2 is unset or empty") {
 		t.Errorf("Parse: %v; want the variable named", err)
 	}
 }

@@ -349,6 +349,14 @@ func sameListen(a, b string) bool {
 	if err1 != nil || err2 != nil {
 		return a == b
 	}
+	// Ports as numbers: Go's listener reads "023880" as 23880 (audit 42:
+	// the two passed, and serve failed to bind).
+	if pa, err := strconv.ParseUint(ap, 10, 16); err == nil {
+		ap = strconv.FormatUint(pa, 10)
+	}
+	if pb, err := strconv.ParseUint(bp, 10, 16); err == nil {
+		bp = strconv.FormatUint(pb, 10)
+	}
 	if ap != bp || ap == "0" {
 		return false
 	}
@@ -494,6 +502,37 @@ func (c *Config) checkConsumer(k *checker) {
 	for i, d := range cs.Backoff {
 		if d <= 0 {
 			k.errorf(fmt.Sprintf("consumer.backoff[%d]", i), "must be > 0")
+		}
+	}
+	c.checkRetriesWithinMaxAge(k)
+}
+
+// checkRetriesWithinMaxAge warns when an event's retries can outlast
+// retention.webhooks.max_age: an event whose effect keeps failing is then
+// deleted from WEBHOOKS before its last attempt, never applied and never
+// dead-lettered, so no letter is left for dlq replay (audit 42: backoff
+// [1000h] and max_deliver 5000 with the default backoff both checked ok).
+// The delays are counted at their jitter's longest (+20%).
+func (c *Config) checkRetriesWithinMaxAge(k *checker) {
+	cs, maxAge := c.Consumer, c.Retention.Webhooks.MaxAge
+	if maxAge <= 0 || cs.MaxDeliver < 2 || len(cs.Backoff) == 0 {
+		return
+	}
+	longest := func(d time.Duration) time.Duration { return d + d/5 }
+	for i, d := range cs.Backoff {
+		if i < cs.MaxDeliver-1 && longest(d) > maxAge {
+			k.warnf(fmt.Sprintf("consumer.backoff[%d]", i), "%s (up to %s with jitter) is longer than retention.webhooks.max_age (%s): an event still failing then leaves WEBHOOKS before its next attempt, and is neither applied nor dead-lettered",
+				formatDuration(d), formatDuration(longest(d)), formatDuration(maxAge))
+			return
+		}
+	}
+	var total time.Duration
+	for n := 1; n < cs.MaxDeliver; n++ {
+		total += longest(cs.Backoff[min(n-1, len(cs.Backoff)-1)])
+		if total > maxAge {
+			k.warnf("consumer.max_deliver", "%d attempts with consumer.backoff's delays take up to %s or more, past retention.webhooks.max_age (%s): an event still failing then leaves WEBHOOKS before its last attempt, and is neither applied nor dead-lettered; lower max_deliver or raise max_age",
+				cs.MaxDeliver, formatDuration(total), formatDuration(maxAge))
+			return
 		}
 	}
 }

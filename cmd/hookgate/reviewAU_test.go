@@ -40,7 +40,7 @@ func TestReviewAUConfigCheckSecretsEdgeCases(t *testing.T) {
 		{"scalar", `secrets: ` + good, 1, "providers.p.effects.forward.secrets", "want a list"},
 		{"empty entry", `secrets: [` + good + `, ""]`, 1, "providers.p.effects.forward.secrets[1]", "empty"},
 		{"null entry", `secrets: [` + good + `, ~]`, 1, "providers.p.effects.forward.secrets[1]", "empty list entry"},
-		{"unset var", `secrets: [` + good + `, "${FWD_UNSET}"]`, 1, "providers.p.effects.forward.secrets[1]", "FWD_UNSET is not set"},
+		{"unset var", `secrets: [` + good + `, "${FWD_UNSET}"]`, 1, "providers.p.effects.forward.secrets[1]", "FWD_UNSET is unset or empty"},
 		{"unset var, empty default", `secrets: ["${FWD_UNSET:-}", ` + good + `]`, 1, "providers.p.effects.forward.secrets[0]", "empty"},
 		{"missing file", `secrets: [` + good + `, "file:nope.secret"]`, 1, "providers.p.effects.forward.secrets[1]", "no such file"},
 		{"relative file", `secrets: ["file:fwd.secret", ` + good + `]`, 0, "", ""},

@@ -70,7 +70,10 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 			problems = append(problems, fmt.Sprintf("stream %s: replica %s offline or silent for 10s or more (it runs on %d of %d; NATS node down?)",
 				s.Name, strings.Join(s.ReplicasOffline, ", "), s.Replicas-n, s.Replicas))
 		}
-		if pct, ok := s.DiskUse(); ok && pct >= streamFullShare && s.Name != jetstream.StreamAudit {
+		// Full now at any share: a small max_bytes holds few messages, and
+		// one refused below 90% read "PROBLEMS none" while every webhook
+		// was answered 503 (audit 42: at 85%).
+		if pct, ok := s.DiskUse(); ok && (pct >= streamFullShare || streamFull(s)) && s.Name != jetstream.StreamAudit {
 			means := fullMeans[s.Name]
 			if streamFull(s) {
 				means = fullNow[s.Name]

@@ -92,9 +92,19 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 		// under a larger limit earlier must still reach GRANTS and DLQ
 		// (review AH). The gateway holds bodies to max_body_bytes itself.
 		payload := int32(max(need, 8<<20))
+		listen := cfg.NATS.Embedded.Listen
+		if acc == readOnly {
+			// An operator command that opens data_dir itself (nothing
+			// answered at listen) keeps its server in-process: bound to
+			// listen, it took the next command's connection, which then
+			// failed when this one exited, where it should have met the
+			// lock (audit 42: 3 to 5 of 8 concurrent `status` runs); and a
+			// downstream service could connect to it. restore did already.
+			listen = ""
+		}
 		e, err := jetstream.StartEmbedded(jetstream.EmbeddedOptions{
 			DataDir:    cfg.NATS.Embedded.DataDir,
-			Listen:     cfg.NATS.Embedded.Listen,
+			Listen:     listen,
 			Token:      cfg.NATS.Embedded.Token.Reveal(),
 			SyncAlways: cfg.NATS.Embedded.Sync == config.SyncAlways,
 			MaxPayload: payload,
