@@ -68,7 +68,9 @@ func expand(s string, getenv func(string) string) (string, error) {
 // a name that may be a secret's text (errUnset.hide).
 type errUnset string
 
-func (e errUnset) Error() string { return fmt.Sprintf("environment variable %s is unset or empty", string(e)) }
+func (e errUnset) Error() string {
+	return fmt.Sprintf("environment variable %s is unset or empty", string(e))
+}
 
 // hide is the error for a secret's value: the name only when it looks
 // like a variable's by convention (capitals, digits and _), since a secret
