@@ -95,6 +95,7 @@ const (
 	codeStreamResourcesExceed  = 10047
 	codeInsufficientResources  = 10023
 	codeAccountResourcesExceed = 10002
+	codeReplicasNotSupported   = 10074 // "replicas > 1 not supported in non-clustered mode"
 )
 
 // apiCode returns the JetStream API error code in err, or 0.
@@ -121,6 +122,10 @@ func classify(op string, err error) error {
 		return fmt.Errorf("%s: %w: %w", op, ErrStreamFull, err)
 	case codeMessageExceedsMaximum, codeHeaderExceedsMaximum:
 		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)
+	case codeReplicasNotSupported:
+		// The server answered: no outage, and the key to change is
+		// hookgate's (audit 42: "jetstream unavailable", no key named).
+		return fmt.Errorf("%s: nats.replicas above 1 needs a NATS cluster, and the server at nats.url runs alone: set nats.replicas: 1, or point nats.url at a cluster (%w)", op, err)
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return fmt.Errorf("%s: %w: %w", op, ErrTooLarge, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	js "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -153,7 +154,18 @@ func StreamConfigs(c StreamsConfig) []js.StreamConfig {
 // is idempotent. A difference JetStream cannot apply in place (storage,
 // retention, ...) is returned as ErrConfigConflict with an explanation.
 func Provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {
-	return retryProvision(ctx, func(ctx context.Context) error { return provision(ctx, j, c) })
+	return noJetStreamHint(retryProvision(ctx, func(ctx context.Context) error { return provision(ctx, j, c) }))
+}
+
+// noJetStreamHint says what a JetStream API without responders, through
+// all of Provision's retries, most likely means: the NATS server at
+// nats.url has no JetStream (audit 42: serve ended with "no responders
+// available for request" alone).
+func noJetStreamHint(err error) error {
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, js.ErrJetStreamNotEnabled) {
+		return fmt.Errorf("%w (nothing answered JetStream's API for 30 s: JetStream is most likely not enabled on the NATS server at nats.url, or not for this account: enable it there, a jetstream block in its config or nats-server -js)", err)
+	}
+	return err
 }
 
 func provision(ctx context.Context, j js.JetStream, c StreamsConfig) error {

@@ -26,16 +26,24 @@ func openForCLI(ctx context.Context, cfg *config.Config, logger *slog.Logger, ac
 	}
 	if listen := cfg.NATS.Embedded.Listen; listen != "" {
 		token := cfg.NATS.Embedded.Token.Reveal()
+		var tokenErr error // why data_dir's token file was not read
 		if token == "" {
 			t, err := jetstream.ReadToken(cfg.NATS.Embedded.DataDir)
 			if err == nil {
 				token = t
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				tokenErr = err
 			}
 		}
 		c, err := jetstream.Connect(jetstream.ConnectOptions{Name: "hookgate-cli", URL: "nats://" + listen, Token: token})
 		switch {
 		case err == nil:
 			return &system{cfg: cfg, conn: c}, nil
+		case errors.Is(err, jetstream.ErrAuthorization) && tokenErr != nil:
+			// It went without a token: say why, not "check the file",
+			// which holds the right one (audit 42: a 0600 file of the
+			// service's user, read by an operator's own account).
+			return nil, fmt.Errorf("nats at %s wants a token, and %s/%s could not be read (%v): run the command as the user that runs serve, or set nats.embedded.token", listen, cfg.NATS.Embedded.DataDir, jetstream.TokenFile, pathlessError(tokenErr))
 		case errors.Is(err, jetstream.ErrAuthorization):
 			return nil, fmt.Errorf("nats at %s refused the token: check nats.embedded.token or %s/%s", listen, cfg.NATS.Embedded.DataDir, jetstream.TokenFile)
 		case !errors.Is(err, jetstream.ErrNoServer):
@@ -92,4 +100,14 @@ func printable(s string) string {
 		}
 	}
 	return s
+}
+
+// pathlessError is a file error without its path (the message names the
+// file already): "permission denied", "is a directory".
+func pathlessError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

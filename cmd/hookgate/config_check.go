@@ -20,6 +20,10 @@ func runConfigCheck(args []string, getenv func(string) string, stdout io.Writer)
 		return err
 	}
 	path := *cfgPath
+	if fs.NArg() > 1 && isHelp(fs.Arg(1)) {
+		// Help after FILE, as `trace KEY --help` takes it (audit 42).
+		return parseFlags(fs, fs.Args()[1:], stdout)
+	}
 	if fs.NArg() > 1 {
 		// Flags end at FILE: a flag after it ("FILE --json") would
 		// otherwise be ignored and the check answer ok (review 9).

@@ -50,8 +50,10 @@ func runSign(args []string, getenv func(string) string, stdin io.Reader, stdout,
 	when := time.Now()
 	if *ts != "" {
 		n, err := strconv.ParseInt(*ts, 10, 64)
-		if err != nil {
-			return usagef("sign: --timestamp %q: want Unix seconds", *ts)
+		if err != nil || n < 0 {
+			// Negative too: a bad value of the flag, as "abc" is (it was
+			// exit 1 in the scheme's words, naming no flag: audit 42).
+			return usagef("sign: --timestamp %q: want Unix seconds, from 1970 on", *ts)
 		}
 		when = time.Unix(n, 0)
 	}

@@ -140,7 +140,13 @@ func openSystemLocked(ctx context.Context, cfg *config.Config, logger *slog.Logg
 	s.conn, s.opts = c, opts
 	if mp := c.NC.MaxPayload(); mp < need {
 		s.Close()
-		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: raise max_payload on the NATS servers or lower http.max_body_bytes", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need)
+		fix := "raise max_payload on the NATS servers or lower http.max_body_bytes"
+		if mp <= headerRoom {
+			// No body limit fits: the headers' room alone fills it (the
+			// advice to lower the limit could not work: audit 42).
+			fix = fmt.Sprintf("raise max_payload on the NATS servers above %d (no http.max_body_bytes fits below it)", headerRoom)
+		}
+		return nil, fmt.Errorf("nats max_payload is %d bytes; http.max_body_bytes %d plus %d for headers needs %d: %s", mp, cfg.HTTP.MaxBodyBytes, headerRoom, need, fix)
 	}
 	if acc == readOnly {
 		// Provision looks for it too; an operator command must not read
