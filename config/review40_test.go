@@ -15,5 +15,5 @@ func TestReview40ShortForwardSecretIsWarned(t *testing.T) {
 	pr := c.Providers["p"]
 	pr.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secret: "whsec_c2VjcmV0"} // base64("secret"): 6 bytes
 	c.Providers["p"] = pr
-	wantProblem(t, c.Check(), "providers.p.effects.forward.secret", "a 6-byte key: short enough to be guessed", true)
+	wantProblem(t, c.Check(), "providers.p.effects.forward.secret", "only 6 bytes: short enough to be guessed", true)
 }

@@ -743,7 +743,7 @@ const MinKeyBytes = 16
 // shorter than MinKeyBytes. Its length only: never the secret.
 func warnShortKey(k *checker, key string, n int) {
 	if n > 0 && n < MinKeyBytes {
-		k.warnf(key, "a %d-byte key: short enough to be guessed from one signed request; use %d random bytes or more (the sender's own generator, or: head -c 32 /dev/urandom | base64)", n, 2*MinKeyBytes)
+		k.warnf(key, "only %d bytes: short enough to be guessed from one signed request; use %d random bytes or more (the sender's own generator, or: head -c 32 /dev/urandom | base64)", n, 2*MinKeyBytes)
 	}
 }
 

@@ -172,11 +172,11 @@ func TestValidate(t *testing.T) {
 		{"account from an unsigned header", p(func(p *Provider) { p.Account.Header = "X-Tenant" }), "providers.p.account.header", "header X-Tenant is not signed by the standard-webhooks scheme", true},
 		{"header on another scheme", p(func(p *Provider) { p.Signature.Header = "X-Sig" }), "providers.p.signature.header", "only hmac-sha256 reads it, the scheme is standard-webhooks: remove it", false},
 		{"tolerance negative", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Tolerance = SchemeGitHub, -time.Minute }), "providers.p.signature.tolerance", "must not be negative", false},
-		{"short secret", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret"} }), "providers.p.signature.secrets[0]", "a 6-byte key: short enough to be guessed", true},
-		{"short whsec key", p(func(p *Provider) { p.Signature.Secrets = []Secret{"whsec_c2VjcmV0"} }), "providers.p.signature.secrets[0]", "a 6-byte key: short enough to be guessed", true},
+		{"short secret", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret"} }), "providers.p.signature.secrets[0]", "only 6 bytes: short enough to be guessed", true},
+		{"short whsec key", p(func(p *Provider) { p.Signature.Secrets = []Secret{"whsec_c2VjcmV0"} }), "providers.p.signature.secrets[0]", "only 6 bytes: short enough to be guessed", true},
 		{"short forward key", p(func(p *Provider) {
 			p.Effects.Forward = Forward{URL: "https://h/x", Timeout: time.Second, Secrets: []Secret{"whsec_aG9va2dhdGUtY29uZmlnLXRlc3Qta2V5", "whsec_c2VjcmV0"}}
-		}), "providers.p.effects.forward.secrets[1]", "a 6-byte key: short enough to be guessed", true},
+		}), "providers.p.effects.forward.secrets[1]", "only 6 bytes: short enough to be guessed", true},
 		{"secret with newline", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeGitHub, []Secret{"s3cret\n"} }), "providers.p.signature.secrets[0]", "ends with a line break", false},
 		{"secret with CR", p(func(p *Provider) { p.Signature.Scheme, p.Signature.Secrets = SchemeStripe, []Secret{"s3cret\r"} }), "providers.p.signature.secrets[0]", "ends with a line break", false},
 		{"account header", p(func(p *Provider) { p.Account.Header = "X:Tenant" }), "providers.p.account.header", "not allowed in header names", false},

@@ -49,7 +49,13 @@ func (d *DryRun) Judge(ctx context.Context, ev Event, horizon time.Duration) (Ou
 // judgeAs is Judge, in dry run d when d is not nil.
 func (p *Processor) judgeAs(ctx context.Context, ev Event, horizon time.Duration, d *DryRun) (Outcome, error) {
 	if horizon > 0 && !ev.ReceivedAt.IsZero() && p.opts.Now().Sub(ev.ReceivedAt) > horizon {
-		return Outcome{Decision: BeyondHorizon, Reason: fmt.Sprintf("stored %s ago, horizon %s", p.opts.Now().Sub(ev.ReceivedAt).Round(time.Second), horizon)}, nil
+		age := p.opts.Now().Sub(ev.ReceivedAt)
+		shown := age.Round(time.Second)
+		if shown <= horizon {
+			// Never "stored 1s ago, horizon 1s" (audit 42).
+			shown = age.Round(time.Millisecond)
+		}
+		return Outcome{Decision: BeyondHorizon, Reason: fmt.Sprintf("stored %s ago, horizon %s", shown, horizon)}, nil
 	}
 	m := &Message{Event: ev}
 	p.prepare(m)

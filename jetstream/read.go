@@ -56,6 +56,11 @@ func Read(ctx context.Context, c *Conn, stream string, r Range, fn func(m Stored
 	var info *js.StreamInfo
 	err := rideOutLeader(ctx, "stream "+stream, readStall, func(ctx context.Context) error {
 		s, err := c.JS.Stream(ctx, stream)
+		if errors.Is(err, js.ErrStreamNotFound) {
+			// Not an outage (it read "jetstream unavailable: stream not
+			// found": audit 42, dlq list on a store no serve had set up).
+			return fmt.Errorf("stream %s does not exist (serve creates it at its first start): %w", stream, err)
+		}
 		if err != nil {
 			return classify("stream "+stream, err)
 		}

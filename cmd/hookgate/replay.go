@@ -281,7 +281,7 @@ func replayOne(ctx context.Context, proc *consumer.Processor, ro *rideOut, forwa
 		if !dryRun {
 			recordReplayed(audit, ev, consumer.BeyondHorizon)
 		}
-		return consumer.BeyondHorizon, j.Reason
+		return consumer.BeyondHorizon, joinReason(j.Reason, "--force replays it anyway")
 	}
 	if j.Decision == consumer.DeadLettered {
 		// It can never apply (no subject, no parseable time): a letter

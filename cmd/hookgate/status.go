@@ -481,7 +481,7 @@ func writeStatus(w io.Writer, st jetstream.Status, via string, cfg *config.Confi
 	}
 	marks := st.Bucket(jetstream.BucketMarks)
 	if marks.KeyShards > 0 {
-		fmt.Fprintf(tw, "watermarks\t%d subjects (and %d leases of events without a subject)\n", marks.Values-marks.KeyShards, marks.KeyShards)
+		fmt.Fprintf(tw, "watermarks\t%s (and %s of events without a subject)\n", counted(marks.Values-marks.KeyShards, "subject", "subjects"), counted(marks.KeyShards, "lease", "leases"))
 	} else {
 		fmt.Fprintf(tw, "watermarks\t%d\n", marks.Values)
 	}
@@ -596,4 +596,12 @@ func lockHolderAnswered(owner string, inst instancesView) bool {
 		}
 	}
 	return false
+}
+
+// counted is "1 subject", "2 subjects": n with the noun's form for it.
+func counted[N int | int64 | uint64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

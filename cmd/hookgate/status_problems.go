@@ -104,8 +104,9 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 		// while events piled up (an operations audit, stop 41). A
 		// consumer serve that does not answer (NATS permissions) but
 		// runs keeps a pull waiting: not this.
-		problems = append(problems, fmt.Sprintf("no instance applies events: none of the %d serves that answered has the consumer role (roles.consumer), nothing pulls from %s, and %d events wait there",
-			n, st.Consumers[0].Stream, st.Consumers[0].NumPending+uint64(max(st.Consumers[0].NumAckPending, 0))))
+		waiting := st.Consumers[0].NumPending + uint64(max(st.Consumers[0].NumAckPending, 0))
+		problems = append(problems, fmt.Sprintf("no instance applies events: none of the %s that answered has the consumer role (roles.consumer), nothing pulls from %s, and %s there",
+			counted(n, "serve", "serves"), st.Consumers[0].Stream, counted(waiting, "event waits", "events wait")))
 	}
 	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered > 0 {
 		// A forward receiver refusing every event read "PROBLEMS none" for
