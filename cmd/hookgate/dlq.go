@@ -203,7 +203,9 @@ func runDLQ(ctx context.Context, args []string, getenv func(string) string, stdo
 		if n := count[failedAgain]; n > 0 {
 			again = fmt.Sprintf(", %d would be dead-lettered again", n)
 		}
-		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s%s%s\n", len(seqs), decisionsOf(decided), again, notFed)
+		// The letters it would re-feed, as the real run's "re-fed N"
+		// counts them: a letter not found counted as one (audit 42).
+		fmt.Fprintf(stdout, "dry run, nothing changed: %d letters%s%s%s\n", count[resolved]+count[failedAgain], decisionsOf(decided), again, notFed)
 	} else {
 		// Resolved is not applied: a stale letter is resolved by being
 		// dropped, and a run that dropped them must not read as a clean
