@@ -106,6 +106,12 @@ func TestReviewADLQReplaySmallerFindings(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stdout, "1 would be dead-lettered again") {
 		t.Errorf("dry run of a letter that would fail again: exit %d, want 1 and the summary saying so:\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// A letter not found is not one the re-feed would re-feed (audit 42:
+	// the dry run's summary said "2 letters", the real run "re-fed 1").
+	r = review9Run(t, "", "dlq", "replay", "1", "99", "--dry-run", "--config", live)
+	if !strings.Contains(r.stdout, "dry run, nothing changed: 1 letters,") {
+		t.Errorf("dlq replay 1 99 --dry-run (99 not found): want the summary to count the 1 letter it would re-feed:\n%s%s", r.stdout, r.stderr)
+	}
 
 	other := reviewAConfig(t, dataDir, natsAddr, "", `providers:
   q:
