@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -149,5 +150,77 @@ func TestAudit42ObsRateLimitedRecordNamesItsKey(t *testing.T) {
 	if rec.Key != limited || rec.Account != "default" || tr.code != 0 {
 		t.Fatalf("the 429 of %s is audited as key %q account %q; trace %s: exit %d: %s%s",
 			limited, rec.Key, rec.Account, limited, tr.code, strings.TrimSpace(tr.stdout), strings.TrimSpace(tr.stderr))
+	}
+}
+
+// audit42ObsReceiver is a forward receiver answering every POST with code.
+func audit42ObsReceiver(t testing.TB, code int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", audit42ObsPort(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(code)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// audit42ObsLogCount is how many events the log lines with message prefix
+// msg stand for: each line one, plus its `suppressed`.
+func audit42ObsLogCount(log, msg string) (lines, standsFor int) {
+	for line := range strings.Lines(log) {
+		var r struct {
+			Msg        string `json:"msg"`
+			Suppressed int    `json:"suppressed"`
+		}
+		if json.Unmarshal([]byte(line), &r) != nil || !strings.HasPrefix(r.Msg, msg) {
+			continue
+		}
+		lines++
+		standsFor += 1 + r.Suppressed
+	}
+	return lines, standsFor
+}
+
+// README: a dead letter's warn line is logged "at most 5 a second per
+// provider with `suppressed`" (how many it stands for), as the rejections'
+// lines are, "each line saying how many it stands for". The rejections'
+// held-back count is written when the flood stops; the dead letters' is
+// not: after a burst of 30 dead letters the warn lines stand for 11 or so,
+// and nothing in the log ever tells the rest, while the metric says 30.
+func TestAudit42ObsDeadLetterLinesTellTheWholeBurst(t *testing.T) {
+	const n = 30
+	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
+	e := audit42ObsEnv(t, "  workers: 8\n  max_deliver: 1\n  backoff: [1s]", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    type: "json:/type"
+    effects:
+      forward: { url: "`+url+`", timeout: 5s }
+`)
+	in := start(t, e.cfgPath)
+	for i := range n {
+		body := []byte(fmt.Sprintf(`{"grant_id":"G-%d","type":"a","occurred_at":"2026-11-30T12:00:00Z"}`, i))
+		expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, fmt.Sprintf("dl-%d", i), body), body), 200, "status", "accepted")
+	}
+	waitFor(t, "30 dead letters in the metric", 30*time.Second, func() bool {
+		v, _ := metric(t, in.baseURL, `hookgate_consumer_events_total{decision="dead-lettered",provider="grants"}`)
+		return v == n
+	})
+	// The rejections' held-back count is written within about a second of
+	// the flood's end; give the dead letters' five.
+	end := time.Now().Add(5 * time.Second)
+	lines, standsFor := audit42ObsLogCount(in.stderr.String(), "event dead-lettered")
+	for standsFor != n && time.Now().Before(end) {
+		time.Sleep(100 * time.Millisecond)
+		lines, standsFor = audit42ObsLogCount(in.stderr.String(), "event dead-lettered")
+	}
+	if standsFor != n {
+		t.Fatalf("%d dead letters (metric, DLQ); the log's %d 'event dead-lettered' lines stand for %d (each 1 + its suppressed), 5s after the last", n, lines, standsFor)
 	}
 }
