@@ -224,3 +224,48 @@ func TestAudit42ObsDeadLetterLinesTellTheWholeBurst(t *testing.T) {
 		t.Fatalf("%d dead letters (metric, DLQ); the log's %d 'event dead-lettered' lines stand for %d (each 1 + its suppressed), 5s after the last", n, lines, standsFor)
 	}
 }
+
+// The contract: an AUDIT record's `suppressed` is "how many like records
+// were folded in". A burst of 401s (bad signatures) followed by one 400
+// (invalid JSON) of the same provider, within the second: the 400's record
+// is written last and carries the held-back 401s in its `suppressed`, so
+// AUDIT tells fewer 401s and more 400s than were answered (review Z kept
+// 429s apart from the rejections for this reason; 401 and 400 still share).
+func TestAudit42ObsSuppressedFoldsOnlyLikeRecords(t *testing.T) {
+	const bad = 12
+	e := audit42ObsEnv(t, "  workers: 2", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+`)
+	in := start(t, e.cfgPath)
+	for range bad {
+		h := http.Header{}
+		h.Set("webhook-id", "x")
+		h.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+		h.Set("webhook-signature", "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")
+		if r := post(t, in.baseURL+"/webhooks/grants", h, []byte(`{}`)); r.status != http.StatusUnauthorized {
+			t.Fatalf("bad signature: %d %s", r.status, r.body)
+		}
+	}
+	body := []byte(`not json`)
+	if r := post(t, in.baseURL+"/webhooks/grants", signGrants(t, "bad-json", body), body); r.status != http.StatusBadRequest {
+		t.Fatalf("invalid JSON: %d %s", r.status, r.body)
+	}
+	j := natsClient(t, e.natsURL, natsToken)
+	told := map[int]int{}
+	waitFor(t, "AUDIT to account for all 13 rejections", 10*time.Second, func() bool {
+		clear(told)
+		total := 0
+		for _, r := range audit42ObsAudit(t, j) {
+			if r.Decision == "rejected" {
+				told[r.Status] += 1 + r.Suppressed
+				total += 1 + r.Suppressed
+			}
+		}
+		return total == bad+1
+	})
+	if told[http.StatusUnauthorized] != bad || told[http.StatusBadRequest] != 1 {
+		t.Fatalf("answered %d x 401 and 1 x 400; AUDIT's rejected records (each 1 + suppressed) tell %d x 401 and %d x 400", bad, told[http.StatusUnauthorized], told[http.StatusBadRequest])
+	}
+}
