@@ -269,3 +269,66 @@ func TestAudit42ObsSuppressedFoldsOnlyLikeRecords(t *testing.T) {
 		t.Fatalf("answered %d x 401 and 1 x 400; AUDIT's rejected records (each 1 + suppressed) tell %d x 401 and %d x 400", bad, told[http.StatusUnauthorized], told[http.StatusBadRequest])
 	}
 }
+
+// A consumer-only serve with nats.url pointed at an embedded hookgate's
+// listen address (README: "A consumer ... reaching the embedded server
+// that way" is allowed; a gateway is refused) takes the consumer lock,
+// which the embedded serve does not hold, and both pull side by side:
+// `status` lists both APPLYING yes and reads `PROBLEMS none`, and the
+// second logs that it redelivers what "a stopped process" fetched while
+// the first runs on (when the first holds deliveries). hookgate_consumer_applying sums to 2 (README: alert
+// when the sum is not 1), so at least status must say it.
+func TestAudit42ObsTwoInstancesApplyingIsAProblem(t *testing.T) {
+	e := audit42ObsEnv(t, "  workers: 2", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+`)
+	in := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-1","occurred_at":"2026-11-30T12:00:00Z"}`)
+	expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, "one", body), body), 200, "status", "accepted")
+
+	second := filepath.Join(e.dir, "consumer.yaml")
+	tokenURL := strings.Replace(e.natsURL, "nats://", "nats://"+natsToken+"@", 1)
+	if err := os.WriteFile(second, []byte(fmt.Sprintf(`http:
+  listen: "127.0.0.1:%d"
+roles: { gateway: false, consumer: true }
+nats:
+  url: %q
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+`, audit42ObsPort(t), tokenURL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := spawnServe(t, second)
+	var applying int
+	var problems []string
+	waitFor(t, "status to list both serves ready", 30*time.Second, func() bool {
+		r := runHG(t, "status", "--json", "--config", e.cfgPath)
+		var s struct {
+			Instances []statusInstance `json:"instances"`
+			Problems  []string         `json:"problems"`
+		}
+		if json.Unmarshal([]byte(r.stdout), &s) != nil || len(s.Instances) < 2 {
+			return false
+		}
+		applying, problems = 0, s.Problems
+		for _, i := range s.Instances {
+			if !i.Ready {
+				return false
+			}
+			if i.Applying {
+				applying++
+			}
+		}
+		return true
+	})
+	if applying > 1 && len(problems) == 0 {
+		t.Fatalf("%d instances apply events on one embedded store at once (status APPLYING yes for both; the consumer-only serve logged %q); status problems %q", applying, grepString(c.stderr.String(), "consumer lock"), problems)
+	}
+}
