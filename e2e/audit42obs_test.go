@@ -332,3 +332,101 @@ providers:
 		t.Fatalf("%d instances apply events on one embedded store at once (status APPLYING yes for both; the consumer-only serve logged %q); status problems %q", applying, grepString(c.stderr.String(), "consumer lock"), problems)
 	}
 }
+
+// README, "Events lost to max_age": once a stored event has left WEBHOOKS
+// at its max_age unapplied, the consuming serve tells it (an error line,
+// hookgate_consumer_events_expired_total, an AUDIT record
+// `expired-unapplied` that status lists and trace shows). An event first
+// delivered late in its life (its consumer was down a while) whose forward
+// fails and whose retry comes after its max_age (backoff shorter than
+// max_age: config check warns of nothing) leaves WEBHOOKS while it waits:
+// it is lost, and nothing tells it: the metric stays 0, no error line, no
+// AUDIT record, status reads PROBLEMS none, trace ends at `accepted`.
+func TestAudit42ObsEventExpiredWhileRetryingIsTold(t *testing.T) {
+	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
+	write := func(e *env, consumer bool) {
+		cfg := fmt.Sprintf(`http:
+  listen: "127.0.0.1:%d"
+roles: { gateway: true, consumer: %v }
+nats:
+  embedded:
+    data_dir: %q
+    listen: %q
+    token: %q
+dedup: { horizon: 10s, window: 10s }
+retention:
+  webhooks: { max_age: 15s, max_bytes: 100MB }
+  grants: { max_age: 15s, max_bytes: 100MB }
+consumer:
+  max_deliver: 2
+  backoff: [10s]
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["%s"], tolerance: 5s }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    effects:
+      forward: { url: %q, timeout: 2s }
+`, audit42ObsPort(t), consumer, filepath.Join(e.dir, "data"), strings.TrimPrefix(e.natsURL, "nats://"), natsToken, grantsSecret, url)
+		if err := os.WriteFile(e.cfgPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := audit42ObsEnv(t, "", "")
+	write(e, false)
+	if r := runHG(t, "config", "check", e.cfgPath); r.code != 0 || strings.Contains(r.stdout+r.stderr, "backoff") {
+		t.Fatalf("config check: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+	gw := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-1","occurred_at":"2026-11-30T12:00:00Z"}`)
+	expect(t, post(t, gw.baseURL+"/webhooks/grants", signGrants(t, "late", body), body), 200, "status", "accepted")
+	stored := time.Now()
+	gw.stop(t)
+	// The consumer comes back 7 s after the event was stored: its first
+	// try fails, and its retry (10 s later) comes after the 15 s max_age.
+	time.Sleep(time.Until(stored.Add(7 * time.Second)))
+	write(e, true)
+	in := start(t, e.cfgPath)
+	waitFor(t, "the first try", 10*time.Second, func() bool {
+		v, _ := metric(t, in.baseURL, `hookgate_consumer_events_total{decision="retry",provider="grants"}`)
+		return v >= 1
+	})
+	j := natsClient(t, e.natsURL, natsToken)
+	waitFor(t, "the event to leave WEBHOOKS at max_age", 30*time.Second, func() bool {
+		s, err := j.Stream(context.Background(), "WEBHOOKS")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(context.Background())
+		return err == nil && info.State.Msgs == 0
+	})
+	// Past the retry's time (10 s, up to 12 s with jitter), give it 15 s
+	// to tell the loss.
+	var expired float64
+	var told bool
+	var problems []string
+	end := time.Now().Add(15 * time.Second)
+	for time.Now().Before(end) {
+		expired, _ = metric(t, in.baseURL, "hookgate_consumer_events_expired_total")
+		for _, r := range audit42ObsAudit(t, j) {
+			if r.Decision == "expired-unapplied" {
+				told = true
+			}
+		}
+		if expired > 0 || told {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var s struct {
+		Problems []string `json:"problems"`
+	}
+	_ = json.Unmarshal([]byte(runHG(t, "status", "--json", "--config", e.cfgPath).stdout), &s)
+	problems = s.Problems
+	tr := runHG(t, "trace", "grants:default:evt:late", "--config", e.cfgPath)
+	if expired == 0 && !told {
+		t.Fatalf("an event left WEBHOOKS at max_age unapplied while it waited for its retry: hookgate_consumer_events_expired_total %v, no AUDIT expired-unapplied, error lines %q, status problems %q, trace:\n%s",
+			expired, grepString(in.stderr.String(), `"ERROR"`), problems, tr.stdout)
+	}
+}
