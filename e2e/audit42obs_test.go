@@ -430,3 +430,42 @@ providers:
 			expired, grepString(in.stderr.String(), `"ERROR"`), problems, tr.stdout)
 	}
 }
+
+// The log's stable keys for an event are `provider`, `account`, `key`,
+// `subject`, `seq`, `decision` (the dead-letter line carries them all).
+// The `event will be retried` warn line, the one the README and trace send
+// an operator to for an event waiting out a retry, has `provider` and
+// `key` only: no `account`, `subject`, `seq` or `decision`, so a search of
+// the log by subject or WEBHOOKS seq misses it.
+func TestAudit42ObsRetryLineHasTheEventsKeys(t *testing.T) {
+	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
+	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [10s]", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    effects:
+      forward: { url: "`+url+`", timeout: 2s }
+`)
+	in := start(t, e.cfgPath)
+	body := []byte(`{"grant_id":"G-7","occurred_at":"2026-11-30T12:00:00Z"}`)
+	expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, "retry-me", body), body), 200, "status", "accepted")
+	var line string
+	waitFor(t, "the retry line", 20*time.Second, func() bool {
+		line = grepString(in.stderr.String(), "event will be retried")
+		return line != ""
+	})
+	var r map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(line, "\n", 2)[0]), &r); err != nil {
+		t.Fatal(err)
+	}
+	var missing []string
+	for _, k := range []string{"provider", "account", "key", "subject", "seq", "decision"} {
+		if _, ok := r[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the retry line lacks %v: %s", missing, line)
+	}
+}
