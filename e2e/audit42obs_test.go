@@ -469,3 +469,43 @@ func TestAudit42ObsRetryLineHasTheEventsKeys(t *testing.T) {
 		t.Fatalf("the retry line lacks %v: %s", missing, line)
 	}
 }
+
+// README (status PROBLEMS): "events delivered again and not yet settled
+// ... an effect failing and waiting for its retry, such as a `forward`
+// receiver that is down" is a problem line; before stop 38 "a receiver
+// refusing every event read PROBLEMS none" during its retries. Between
+// the first failed try and the first retry (consumer.backoff's first
+// step) nothing has been delivered again, and status reads PROBLEMS none
+// while the receiver refuses every event.
+func TestAudit42ObsFailedTryIsAProblemBeforeItsRetry(t *testing.T) {
+	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
+	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [20s]", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    effects:
+      forward: { url: "`+url+`", timeout: 2s }
+`)
+	in := start(t, e.cfgPath)
+	for i := range 3 {
+		body := []byte(fmt.Sprintf(`{"grant_id":"G-%d","occurred_at":"2026-11-30T12:00:00Z"}`, i))
+		expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, fmt.Sprintf("refused-%d", i), body), body), 200, "status", "accepted")
+	}
+	waitFor(t, "three failed tries", 15*time.Second, func() bool {
+		v, _ := metric(t, in.baseURL, `hookgate_consumer_events_total{decision="retry",provider="grants"}`)
+		return v >= 3
+	})
+	var s struct {
+		Instances []statusInstance `json:"instances"`
+		Problems  []string         `json:"problems"`
+	}
+	// The serve's own readiness answer lags its start by a second or two.
+	waitFor(t, "status to list the serve ready", 10*time.Second, func() bool {
+		r := runHG(t, "status", "--json", "--config", e.cfgPath)
+		return json.Unmarshal([]byte(r.stdout), &s) == nil && len(s.Instances) == 1 && s.Instances[0].Ready
+	})
+	if len(s.Problems) == 0 {
+		t.Fatalf("the receiver refused all 3 events (3 failed tries, each waiting 20s for its retry); status problems %q", s.Problems)
+	}
+}
