@@ -509,3 +509,41 @@ func TestAudit42ObsFailedTryIsAProblemBeforeItsRetry(t *testing.T) {
 		t.Fatalf("the receiver refused all 3 events (3 failed tries, each waiting 20s for its retry); status problems %q", s.Problems)
 	}
 }
+
+// Contract: "a failed audit write is counted in a metric and logged";
+// README: hookgate_audit_write_failures_total counts AUDIT records lost
+// ("each counted; logged as `audit write failed` at most 5 lines a second,
+// each line's `suppressed` saying how many it stands for"), "also a
+// record made while the writer stops". With AUDIT gone (deleted; on a
+// cluster, its replicas without quorum while WEBHOOKS takes events), 20
+// accepted webhooks lose their 20 `accepted` records: for 15 s the
+// metric says 0 (one write at a time waits out its timeout), and by the
+// stop the log's `audit write failed` lines stand for 6 of them; the
+// rest are never told.
+func TestAudit42ObsLostAuditRecordsAreAllTold(t *testing.T) {
+	const n = 20
+	e := audit42ObsEnv(t, "  workers: 2", `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    event_id: ["header:webhook-id"]
+`)
+	in := start(t, e.cfgPath)
+	j := natsClient(t, e.natsURL, natsToken)
+	if err := j.DeleteStream(context.Background(), "AUDIT"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		body := []byte(fmt.Sprintf(`{"n":%d}`, i))
+		expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, fmt.Sprintf("lost-audit-%d", i), body), body), 200, "status", "accepted")
+	}
+	var counted float64
+	end := time.Now().Add(15 * time.Second)
+	for time.Now().Before(end) && counted < n {
+		counted, _ = metric(t, in.baseURL, "hookgate_audit_write_failures_total")
+		time.Sleep(200 * time.Millisecond)
+	}
+	in.stop(t)
+	lines, told := audit42ObsLogCount(in.stderr.String(), "audit write failed")
+	if counted < n || told < n {
+		t.Fatalf("%d AUDIT records lost (AUDIT missing): hookgate_audit_write_failures_total %v 15s after; at the stop %d 'audit write failed' lines stand for %d (each 1 + its suppressed)", n, counted, lines, told)
+	}
+}
