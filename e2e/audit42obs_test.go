@@ -388,6 +388,7 @@ providers:
 	time.Sleep(time.Until(stored.Add(7 * time.Second)))
 	write(e, true)
 	in := start(t, e.cfgPath)
+	in.letsExpire = true
 	waitFor(t, "the first try", 10*time.Second, func() bool {
 		v, _ := metric(t, in.baseURL, `hookgate_consumer_events_total{decision="retry",provider="grants"}`)
 		return v >= 1

@@ -254,6 +254,9 @@ type Source struct {
 	onLost    func(first, last uint64)
 	js        js.JetStream
 	lastFirst uint64
+	// retries: the events handed back with a delay (a retry's backoff)
+	// and not delivered again yet (sweepRetries).
+	retries retryWaits
 }
 
 // pullMaxBytes is how many bytes one pull asks for at most: twice the
@@ -506,6 +509,7 @@ func (s *Source) pull(ctx context.Context) {
 		}
 		err := s.pullOnce(ctx)
 		s.reportDrops()
+		s.sweepRetries(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -894,6 +898,9 @@ func (s *Source) message(msg *nats.Msg) (*consumer.Message, bool) {
 		_ = s.nc.Publish(msg.Reply, ackTerm)
 		return nil, false
 	}
+	if meta.NumDelivered > 1 {
+		s.retries.came(meta.Sequence.Stream)
+	}
 	if seq := meta.Sequence.Stream; s.onLost != nil && meta.NumDelivered == 1 && seq > s.lastFirst {
 		// First deliveries come in stream order: a skip is events that
 		// left the stream undelivered, or deliveries lost on their way
@@ -906,7 +913,7 @@ func (s *Source) message(msg *nats.Msg) (*consumer.Message, bool) {
 	return &consumer.Message{
 		Event:      EventFromMsg(msg.Header, msg.Data, meta.Sequence.Stream),
 		Deliveries: int(meta.NumDelivered),
-		Delivery:   delivery{m: msg, nc: s.nc},
+		Delivery:   delivery{m: msg, nc: s.nc, seq: meta.Sequence.Stream, retries: &s.retries},
 	}, true
 }
 
@@ -940,8 +947,12 @@ func EventFromMsg(h nats.Header, body []byte, seq uint64) consumer.Event {
 }
 
 type delivery struct {
-	m  *nats.Msg
-	nc *nats.Conn
+	m   *nats.Msg
+	nc  *nats.Conn
+	seq uint64
+	// retries (nil: not tracked) is told of a negative acknowledgement
+	// with a delay, and of the ack.
+	retries *retryWaits
 }
 
 // The acknowledgements a delivery's reply subject takes.
@@ -959,6 +970,9 @@ var _ consumer.ConfirmedNaker = delivery{}
 // processed it.
 func (d delivery) NakWithDelayConfirmed(ctx context.Context, t time.Duration) error {
 	_, err := d.nc.RequestWithContext(ctx, d.m.Reply, nakBody(t))
+	if err == nil {
+		d.retries.wait(d.seq)
+	}
 	return asNotConnected(err)
 }
 
@@ -974,10 +988,15 @@ func nakBody(t time.Duration) []byte {
 // Their errors say "not connected" for nats.go's refusal to buffer while
 // reconnecting (asNotConnected).
 func (d delivery) Ack(ctx context.Context) error {
+	d.retries.came(d.seq)
 	return asNotConnected(d.nc.Publish(d.m.Reply, ackAck))
 }
 func (d delivery) NakWithDelay(t time.Duration) error {
-	return asNotConnected(d.nc.Publish(d.m.Reply, nakBody(t)))
+	err := d.nc.Publish(d.m.Reply, nakBody(t))
+	if err == nil {
+		d.retries.wait(d.seq)
+	}
+	return asNotConnected(err)
 }
 func (d delivery) InProgress() error { return asNotConnected(d.nc.Publish(d.m.Reply, ackProgress)) }
 
