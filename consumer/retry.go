@@ -68,10 +68,19 @@ func (p *Processor) retry(m *Message, err error, counted bool) Outcome {
 		// 1.1s" just before "hookgate stopped"; a logs audit, stop 38).
 		p.log.Debug("event handed back at the stop; it is delivered again at the next start", slog.String("provider", m.Event.Provider),
 			slog.String("key", m.Event.Key), slog.String("error", err.Error()))
-	} else if ok, held := p.retryLines.Allow(m.Event.Provider, p.opts.Now()); ok {
-		p.log.Warn("event will be retried", slog.String("provider", m.Event.Provider), slog.String("key", m.Event.Key),
-			slog.Int("attempt", n), slog.Int("deliveries", m.Deliveries), slog.Duration("delay", d), slog.String("error", err.Error()),
-			slog.Int("suppressed", held))
+	} else {
+		// The event's stable keys, as the dead-letter line has them (audit
+		// 42: provider and key alone).
+		ev, deliveries, why := m.Event, m.Deliveries, err.Error()
+		line := func(suppressed int) {
+			p.log.Warn("event will be retried", slog.String("provider", ev.Provider), slog.String("account", ev.Account),
+				slog.String("key", ev.Key), slog.String("subject", ev.Subject), slog.Uint64("seq", ev.Seq),
+				slog.String("decision", Retry), slog.Int("attempt", n), slog.Int("deliveries", deliveries), slog.Duration("delay", d),
+				slog.String("error", why), slog.Int("suppressed", suppressed))
+		}
+		if ok, held := p.retryLines.AllowOrLater(ev.Provider, p.opts.Now(), line); ok {
+			line(held)
+		}
 	}
 	p.nak(m, d)
 	return Outcome{Decision: Retry, Reason: err.Error()}
@@ -175,7 +184,14 @@ func (p *Processor) ack(ctx context.Context, m *Message, out Outcome) Outcome {
 		// At most a few a second per provider, as the retry lines: a
 		// receiver down for long wrote one a dead letter (15k lines in a
 		// soak audit, stop 40); AUDIT and DLQ hold every one.
-		if ok, held := p.letterLines.Allow(m.Event.Provider, p.opts.Now()); ok {
+		// One held back is at debug now, and the last of a second's is
+		// written at warn at its end, standing for them all, unless a
+		// later line carried the count (LineLimit.AllowOrLater).
+		kept := slices.Clone(attrs)
+		later := func(suppressed int) {
+			p.log.LogAttrs(context.Background(), slog.LevelWarn, msg, append(kept, slog.Int("suppressed", suppressed))...)
+		}
+		if ok, held := p.letterLines.AllowOrLater(m.Event.Provider, p.opts.Now(), later); ok {
 			level = slog.LevelWarn
 			attrs = append(attrs, slog.Int("suppressed", held))
 		}

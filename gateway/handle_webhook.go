@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,7 +78,7 @@ func (s *server) handleWebhook() http.Handler {
 			if res := p.limiter.ReserveN(start, 1); !res.OK() || res.DelayFrom(start) > 0 {
 				delay := res.DelayFrom(start)
 				res.CancelAt(start)
-				s.rateLimited(w, p, delay)
+				s.rateLimited(w, p, k, delay)
 				return
 			}
 		}
@@ -295,19 +296,17 @@ func (s *server) rejectAs(w http.ResponseWriter, p *provider, account, key strin
 			Status: status, Reason: msg, Actor: event.ActorGateway, Suppressed: suppressed,
 		})
 	}
-	s.limited(p, now, write)
+	// A window per status: "suppressed" counts like records, and a 400's
+	// record carried the 401s held back before it (audit 42).
+	s.limitedIn(p, p.name+" "+strconv.Itoa(status), now, write)
 	writeJSON(w, status, answer{Error: msg})
 }
 
-// limited runs write (a rejection's record and log line) now when the
-// provider's audit limit lets it, with how many held-back ones it stands
-// for; else counts it held back (metric) and keeps write for the end of
-// the second, should no record come to carry the count (rejectLimiter).
-func (s *server) limited(p *provider, now time.Time, write func(suppressed int)) {
-	s.limitedIn(p, p.name, now, write)
-}
-
-// limitedIn is limited within the limiter's window named window: 429s have
+// limitedIn runs write (a rejection's record and log line) now when the
+// limiter's window named window lets it, with how many held-back ones it
+// stands for; else counts it held back (metric) and keeps write for the
+// end of the second, should no record come to carry the count
+// (rejectLimiter). Each status has a window of its own; 429s have
 // one of their own, so a sender over its rate cannot take the
 // rejections' records (review Z: a 401 among 429s left no log line, its
 // count carried by a 429's record, which logs nothing).
@@ -319,7 +318,7 @@ func (s *server) limitedIn(p *provider, window string, now time.Time, write func
 
 // rateLimited answers 429 with Retry-After (whole seconds, at least 1):
 // the provider is over its configured rate. Nothing was stored.
-func (s *server) rateLimited(w http.ResponseWriter, p *provider, delay time.Duration) {
+func (s *server) rateLimited(w http.ResponseWriter, p *provider, k DerivedKey, delay time.Duration) {
 	s.metrics.requests.WithLabelValues(p.name, "rate-limited", "429").Inc()
 	secs := int((delay + time.Second - 1) / time.Second)
 	if secs < 1 {
@@ -327,9 +326,12 @@ func (s *server) rateLimited(w http.ResponseWriter, p *provider, delay time.Dura
 	}
 	now := s.deps.Now()
 	s.limitedIn(p, p.name+" 429", now, func(suppressed int) {
+		// Its key and account, as the other rejections found once the key
+		// is derived: without them `trace KEY` said the event was never
+		// seen (audit 42).
 		s.deps.Audit.Record(event.AuditRecord{
-			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Status: http.StatusTooManyRequests,
-			Reason: "rate limit", Actor: event.ActorGateway, Suppressed: suppressed,
+			Time: now.UTC(), Decision: event.DecisionRejected, Provider: p.name, Account: k.Account, Key: k.Key,
+			Status: http.StatusTooManyRequests, Reason: "rate limit", Actor: event.ActorGateway, Suppressed: suppressed,
 		})
 	})
 	w.Header().Set("Retry-After", fmt.Sprint(secs))

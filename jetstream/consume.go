@@ -308,6 +308,23 @@ const pullWarnEvery = time.Minute
 
 // OpenSource creates or updates the durable consumer and starts pulling.
 func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) {
+	cons, err := provisionSource(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	return openSource(ctx, c, o, cons)
+}
+
+// ProvisionSource creates the durable consumer, or brings it to o, as
+// OpenSource does, without pulling: a serve that must stand by (another
+// holds the consumer lock) still stops before it listens when the consumer
+// cannot be made.
+func ProvisionSource(ctx context.Context, c *Conn, o SourceOptions) error {
+	_, err := provisionSource(ctx, c, o)
+	return err
+}
+
+func provisionSource(ctx context.Context, c *Conn, o SourceOptions) (js.Consumer, error) {
 	var cons js.Consumer
 	err := retryProvision(ctx, func(ctx context.Context) (err error) {
 		// The consumer's creation time, kept in its metadata: the server
@@ -334,9 +351,10 @@ func OpenSource(ctx context.Context, c *Conn, o SourceOptions) (*Source, error) 
 		})
 		return classify("create consumer "+DurableApply+" on "+StreamWebhooks, err)
 	})
-	if err != nil {
-		return nil, err
-	}
+	return cons, err
+}
+
+func openSource(ctx context.Context, c *Conn, o SourceOptions, cons js.Consumer) (*Source, error) {
 	pullSubj := pullSubject(StreamWebhooks, DurableApply)
 	awaitPullResponder(ctx, c.JS.Conn(), pullSubj, pullExpiry)
 	prefetch := o.Prefetch

@@ -65,6 +65,15 @@ func (r *retryWaits) due(now time.Time) []uint64 {
 	return out
 }
 
+// Retrying is how many events this source handed back and has not seen
+// again yet: each waits for its retry after a failed try (or, handed back
+// untried, for its subject). Safe for concurrent use.
+func (s *Source) Retrying() int {
+	s.retries.mu.Lock()
+	defer s.retries.mu.Unlock()
+	return len(s.retries.seqs)
+}
+
 // retrySweepEvery is how often a Source looks whether events waiting for
 // their retry have left WEBHOOKS.
 const retrySweepEvery = 5 * time.Second

@@ -36,6 +36,13 @@ type ConsumerLock struct {
 	grace time.Duration
 	log   *slog.Logger
 	now   func() time.Time
+	// Dead (nil: none), set before Hold, reports whether the lock's
+	// owner is known to be gone though its lock has not expired: the
+	// embedded server's serve takes over at once from another embedded
+	// serve's lock (data_dir's lock keeps two off one store), as from a
+	// released one, and waits for a live one's (a consumer-only serve
+	// with nats.url at its listen).
+	Dead func(owner string) bool
 }
 
 // ProvisionConsumerLock creates or updates BucketLocks and returns the lock
@@ -68,7 +75,7 @@ const consumerLockTTL = 20 * time.Second
 // process, and its gateway, stay up.
 //
 // run's handedOver says the lock was free (its last holder stopped and
-// released it, or there was none) or this instance's own: no other holder
+// released it, or there was none), a Dead owner's, or this instance's own: no other holder
 // is still running, so the durable consumer's deliveries outstanding now
 // are ones nobody will settle (see RedeliverOutstanding). False: taken
 // from a holder that stopped renewing, which may still be finishing.
@@ -118,10 +125,11 @@ func (l *ConsumerLock) acquire(ctx context.Context) (uint64, bool, error) {
 		case err == nil:
 			logged = false
 			now := l.now()
-			if m.Lease == nil || m.Lease.Owner == l.owner || !now.Before(m.Lease.Until.Add(l.grace)) {
+			dead := m.Lease != nil && l.Dead != nil && l.Dead(m.Lease.Owner)
+			if m.Lease == nil || m.Lease.Owner == l.owner || dead || !now.Before(m.Lease.Until.Add(l.grace)) {
 				n, err := l.store.Put(ctx, consumerLockKey, l.mark(now), rev)
 				if err == nil {
-					return n, m.Lease == nil || m.Lease.Owner == l.owner, nil
+					return n, m.Lease == nil || m.Lease.Owner == l.owner || dead, nil
 				}
 				if errors.Is(err, consumer.ErrConflict) {
 					continue // someone else moved it: read again

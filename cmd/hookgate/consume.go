@@ -91,6 +91,15 @@ const servePrefix = "serve@"
 // nats.embedded.listen.
 func deadServe(owner string) bool { return strings.HasPrefix(owner, servePrefix) }
 
+// embeddedLockOwner is the consumer lock's owner for an embedded server's
+// serve whose lease owner is owner; isEmbeddedLockOwner tells one, which
+// no other embedded serve can be while this one holds data_dir's lock.
+func embeddedLockOwner(owner string) string { return owner + embeddedLockSuffix }
+
+func isEmbeddedLockOwner(owner string) bool { return strings.HasSuffix(owner, embeddedLockSuffix) }
+
+const embeddedLockSuffix = " (embedded)"
+
 // cliProcessorOptions is processorOptions for an operator command on sys.
 // One that opened data_dir itself holds its lock, so it knows a serve's
 // leases for dead ones, as serve does after a restart; before, a replay run
@@ -166,7 +175,7 @@ func buildProcessor(ctx context.Context, cfg *config.Config, conn *jetstream.Con
 // applying is true while this instance runs the consumer (on a cluster:
 // holds the consumer lock); paused while a backup pauses it (pauseGate);
 // pauses is set to what tells the forward receivers' pauses.
-func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying, paused *atomic.Bool, pauses *func() map[string]time.Time) (func(context.Context) error, error) {
+func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger *slog.Logger, reg prometheus.Registerer, audit consumer.Auditor, applying, paused *atomic.Bool, pauses *func() map[string]time.Time, retrying *func() int) (func(context.Context) error, error) {
 	metrics := consumer.NewMetrics(reg)
 	o := processorOptions(cfg)
 	// A small window: deliveries a killed instance had fetched come back
@@ -197,6 +206,13 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		return nil, err
 	}
 	*pauses = proc.EffectPauses
+	var current atomic.Pointer[jetstream.Source] // the source pulling now
+	*retrying = func() int {
+		if src := current.Load(); src != nil {
+			return src.Retrying()
+		}
+		return 0
+	}
 	opts := jetstream.SourceOptions{
 		MaxAckPending: window + retryRoom,
 		Prefetch:      max(window/4, 16),
@@ -236,6 +252,8 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 			}
 		}()
 		defer src.Stop()
+		current.Store(src)
+		defer current.Store(nil)
 		return proc.Run(ctx, src, cfg.Consumer.Workers)
 	}
 	// A backup pauses the consumer while it reads the streams (see
@@ -294,23 +312,32 @@ func startConsumer(ctx context.Context, cfg *config.Config, sys *system, logger 
 		}
 	}
 	if !external {
-		// The embedded server has one client process (data_dir's lock):
-		// deliveries still outstanding were fetched by a process that is
-		// gone. Run them first.
-		redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, lettered, logger)
-		// The source is opened now, so a durable consumer that cannot be
-		// created stops serve before it listens.
-		first, err := jetstream.OpenSource(ctx, conn, opts)
+		// The embedded server has one serve of its own (data_dir's lock),
+		// but a consumer-only serve may reach it through nats.url: both
+		// pulled side by side, and this one's start reset the consumer
+		// under the other's deliveries (audit 42). So it takes the
+		// consumer lock too, at once from a dead embedded serve's
+		// (embeddedLockOwner), and waits for a live other's.
+		lock, err := jetstream.ProvisionConsumerLock(ctx, conn.JS, 1, embeddedLockOwner(o.Owner), opts.AckWait, logger)
 		if err != nil {
 			return nil, err
 		}
+		lock.Dead = isEmbeddedLockOwner
+		// The durable consumer is made now, so one that cannot be made
+		// stops serve before it listens.
+		if err := jetstream.ProvisionSource(ctx, conn, opts); err != nil {
+			return nil, err
+		}
 		return answerPauses(func(ctx context.Context) error {
-			return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
-				if src := first; src != nil {
-					first = nil
-					return src, nil
+			return lock.Hold(ctx, func(ctx context.Context, handedOver bool) error {
+				if handedOver {
+					// Deliveries still outstanding were fetched by a
+					// process that is gone: run them first.
+					redeliverOutstanding(ctx, conn, window, cfg.Dedup.Horizon, lettered, logger)
 				}
-				return jetstream.OpenSource(ctx, conn, opts)
+				return runGated(ctx, func(ctx context.Context) (*jetstream.Source, error) {
+					return jetstream.OpenSource(ctx, conn, opts)
+				})
 			})
 		}), nil
 	}

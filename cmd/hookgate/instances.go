@@ -53,6 +53,11 @@ type instanceDoc struct {
 	// wait untried, not delivered again, so nothing else tells status
 	// (absent from a serve before stop 41).
 	ForwardPaused map[string]time.Time `json:"forward_paused,omitempty"`
+	// Retrying: events this serve handed back after a failed try, waiting
+	// for their retry (absent from a serve before stop 42): until one is
+	// delivered again, the durable consumer's "delivered again" count is 0
+	// (audit 42: PROBLEMS none for a whole first backoff step).
+	Retrying int `json:"retrying,omitempty"`
 }
 
 // instanceReporter builds serve's answer on jetstream.SubjectInstances.
@@ -69,7 +74,10 @@ type instanceReporter struct {
 	// pauses tells the forward receivers' pauses (nil without the
 	// consumer role); safe for concurrent use.
 	pauses func() map[string]time.Time
-	last   atomic.Pointer[readiness]
+	// retrying counts the events waiting for a retry (nil without the
+	// consumer role); safe for concurrent use.
+	retrying func() int
+	last     atomic.Pointer[readiness]
 }
 
 // readiness is one readiness check's result.
@@ -149,6 +157,9 @@ func (r *instanceReporter) report() []byte {
 	d.Paused = r.paused != nil && r.paused.Load()
 	if r.pauses != nil {
 		d.ForwardPaused = r.pauses()
+	}
+	if r.retrying != nil {
+		d.Retrying = r.retrying()
 	}
 	b, err := json.Marshal(d)
 	if err != nil { // a struct of strings, bools and a time: cannot fail

@@ -307,16 +307,17 @@ func serveOnce(ctx context.Context, args []string, getenv func(string) string, s
 	var runConsumer func(context.Context) error
 	var applying, paused *atomic.Bool
 	var pauses func() map[string]time.Time
+	var retrying func() int
 	if cfg.Roles.Consumer {
 		applying, paused = new(atomic.Bool), new(atomic.Bool)
-		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit, applying, paused, &pauses); err != nil {
+		if runConsumer, err = startConsumer(ctx, cfg, sys, logger, reg, audit, applying, paused, &pauses, &retrying); err != nil {
 			return err
 		}
 	}
 	// `hookgate status` lists the running serves and what their /readyz
 	// says: a store that stopped writing is seen only here, in memory.
 	reporter := newInstanceReporter(cfg, listeners, started, ready, applying)
-	reporter.paused, reporter.pauses = paused, pauses
+	reporter.paused, reporter.pauses, reporter.retrying = paused, pauses, retrying
 	runAnswers := answerInstances(sys, reporter, logger)
 	g.Go(func() error { runAnswers(gctx); return nil })
 	var gw *gateway.Handler

@@ -108,6 +108,16 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 		problems = append(problems, fmt.Sprintf("no instance applies events: none of the %s that answered has the consumer role (roles.consumer), nothing pulls from %s, and %s there",
 			counted(n, "serve", "serves"), st.Consumers[0].Stream, counted(waiting, "event waits", "events wait")))
 	}
+	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered == 0 {
+		// Failed once, not yet delivered again: the line below counts
+		// only events delivered again (audit 42).
+		for _, d := range inst.Docs {
+			if d.Retrying > 0 {
+				problems = append(problems, fmt.Sprintf("on %s, %s to be tried again (a failed try waiting out its backoff, or a subject held elsewhere): the serve log's warnings say why",
+					d.Instance, counted(d.Retrying, "event waits", "events wait")))
+			}
+		}
+	}
 	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered > 0 {
 		// A forward receiver refusing every event read "PROBLEMS none" for
 		// the half hour of retries before the first dead letter (a 3 a.m.
@@ -145,6 +155,7 @@ func instanceProblems(inst instancesView) []string {
 		problems = append(problems, "no serve answered: "+inst.None)
 	}
 	consumers, applying, paused := 0, false, 0
+	var appliers []string
 	for _, in := range inst.Docs {
 		for _, provider := range slices.Sorted(maps.Keys(in.ForwardPaused)) {
 			// Waiting untried is not "delivered again": PROBLEMS read
@@ -163,11 +174,20 @@ func instanceProblems(inst instancesView) []string {
 			consumers++
 		}
 		applying = applying || in.Applying
+		if in.Applying {
+			appliers = append(appliers, in.Instance)
+		}
 		if in.Paused {
 			paused++
 		}
 	}
 	switch {
+	case len(appliers) > 1:
+		// Each would get some of a subject's events, and apply a newer
+		// one before an older (audit 42: a consumer-only serve with
+		// nats.url at an embedded hookgate's listen read PROBLEMS none).
+		problems = append(problems, fmt.Sprintf("%d instances apply events at once (%s): only the holder of the consumer lock should; one of them does not take it (an embedded serve before stop 42?)",
+			len(appliers), strings.Join(appliers, ", ")))
 	case consumers > 0 && !applying && paused > 0:
 		// Not stuck: a backup reads the streams (hookgate backup).
 		problems = append(problems, fmt.Sprintf("consumer paused by a running hookgate backup (%d of %d instances with the consumer role): events wait in WEBHOOKS until it ends (the pause of a backup that died runs out within a minute)", paused, consumers))
