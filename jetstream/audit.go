@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -103,12 +104,15 @@ func (w *AuditWriter) Failed() uint64 { return w.failed.Load() }
 func (w *AuditWriter) lost(r event.AuditRecord, why string) {
 	w.failed.Add(1)
 	w.onFail()
-	ok, held := w.lines.Allow("", time.Now())
-	if !ok {
-		return
+	line := func(suppressed int) {
+		w.log.Error("audit write failed", slog.String("decision", r.Decision), slog.String("provider", r.Provider),
+			slog.String("key", r.Key), slog.String("error", why), slog.Int("suppressed", suppressed))
 	}
-	w.log.Error("audit write failed", slog.String("decision", r.Decision), slog.String("provider", r.Provider),
-		slog.String("key", r.Key), slog.String("error", why), slog.Int("suppressed", held))
+	// A burst's tail is told at the end of its second (audit 42: the
+	// lines stood for half the records lost).
+	if ok, held := w.lines.AllowOrLater("", time.Now(), line); ok {
+		line(held)
+	}
 }
 
 // Run writes queued records until ctx ends, then flushes what is queued
@@ -247,6 +251,7 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 	todo := w.pack(batch)
 	deadline := time.Now().Add(auditRetry)
 	delay := 100 * time.Millisecond
+	var noStreamSince time.Time // every failure since: nothing takes audit.*
 	for len(todo) > 0 {
 		if ctx.Err() != nil {
 			w.stop() // also when the stop came while a batch was taken
@@ -257,11 +262,13 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 		}
 		futures := make([]js.PubAckFuture, len(todo))
 		var lastErr string
+		noStream := true // every failure of this attempt: no stream answered
 		for i, m := range todo {
 			msg := &nats.Msg{Subject: m.subject, Data: m.body, Header: nats.Header{nats.MsgIdHdr: []string{m.id}}}
 			f, err := w.js.PublishMsgAsync(msg)
 			if err != nil {
 				lastErr = asNotConnected(err).Error()
+				noStream = noStream && noStreamThere(err)
 				continue
 			}
 			futures[i] = f
@@ -277,9 +284,11 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 			case <-f.Ok():
 			case err := <-f.Err():
 				lastErr = asNotConnected(err).Error()
+				noStream = noStream && noStreamThere(err)
 				failed = append(failed, todo[i])
 			case <-timeout.C:
 				lastErr = "no ack within " + w.timeout.String()
+				noStream = false
 				failed = append(failed, todo[i:]...)
 				timeout.Reset(0)
 				goto done
@@ -287,6 +296,20 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 		}
 	done:
 		timeout.Stop()
+		switch {
+		case len(failed) == 0 || !noStream:
+			noStreamSince = time.Time{}
+		case noStreamSince.IsZero():
+			noStreamSince = time.Now()
+		case time.Since(noStreamSince) >= auditNoStreamFor:
+			// No stream takes audit.* (AUDIT deleted, or not made yet):
+			// an election answers late, not "no responders". Counted and
+			// told now, not after auditRetry with every record behind
+			// this batch waiting its turn (audit 42: the metric read 0
+			// for 15 s with AUDIT gone).
+			deadline = time.Now()
+			lastErr = "no stream takes " + todo[0].subject + " (is AUDIT missing?): " + lastErr
+		}
 		if len(failed) > 0 && time.Now().Add(delay).After(deadline) {
 			for _, m := range failed {
 				for _, r := range m.recs {
@@ -301,4 +324,13 @@ func (w *AuditWriter) write(ctx context.Context, batch []event.AuditRecord) {
 		}
 		todo = failed
 	}
+}
+
+// auditNoStreamFor is how long a batch is retried while every publish is
+// answered "no responders" before its records are counted lost.
+const auditNoStreamFor = 2 * time.Second
+
+// noStreamThere reports whether err says no stream took the subject.
+func noStreamThere(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, js.ErrNoStreamResponse)
 }
