@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// audit42DataBlockingReceiver is a forward receiver that holds every
+// request until the test ends (a slow receiver: the serve's pause for a
+// backup waits for it), counting the requests it got.
+func audit42DataBlockingReceiver(t *testing.T) (url string, got *atomic.Int64) {
+	t.Helper()
+	got = &atomic.Int64{}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(func() { close(release); srv.Close() })
+	return srv.URL, got
+}
+
+// TestAudit42DataBackupWhoseServeDiesWaitsMinutes: the serve (and with it
+// the embedded NATS server the backup reads through) is killed while the
+// backup waits for its pause (an event under way to a slow receiver). The
+// backup has lost its NATS server: it can do nothing more and should fail
+// at once, saying the connection was lost. Instead it waits silently for
+// the full pause-answer wait (2m10s), then blames the serve ("no answer (a
+// hookgate from before backup, one too busy to answer, or NATS permissions
+// ...)"), which sends the operator looking for the wrong cause.
+func TestAudit42DataBackupWhoseServeDiesWaitsMinutes(t *testing.T) {
+	recv, got := audit42DataBlockingReceiver(t)
+	port := freePort(t)
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q, listen: "127.0.0.1:`+fmt.Sprint(port)+`", token: tok } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    ordering: none
+    effects:
+      forward: { url: "`+recv+`", timeout: 5m }
+`)
+	hg := start(t, cfg)
+	body := []byte(`{"grant_id":"G1"}`)
+	if r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "bk-die-1", body), body); r.status != 200 {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	waitFor(t, "the forward under way", 30*time.Second, func() bool { return got.Load() > 0 })
+
+	// Watch for the backup's pause request, so the kill lands while the
+	// backup waits for the serve's answer.
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.Token("tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, err := nc.SubscribeSync("hookgate.consumer.pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = nc.Flush()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out := filepath.Join(dir, "bk")
+	cmd := exec.CommandContext(ctx, binary, "backup", "--config", cfg, "--out", out)
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	if _, err := asked.NextMsg(30 * time.Second); err != nil {
+		t.Fatalf("no pause request from the backup within 30 s: %v\n%s%s", err, stdout.String(), stderr.String())
+	}
+	nc.Close()
+	hg.kill()
+	killed := time.Now()
+
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("backup still running %s after the serve it was pausing, and the embedded NATS server it read through, were killed (no output so far: %q); want it to fail at once saying the connection to NATS was lost",
+			time.Since(killed).Round(time.Second), stdout.String()+stderr.String())
+	}
+	msg := stderr.String()
+	if cmd.ProcessState.ExitCode() != 1 || strings.Contains(msg, "a hookgate from before backup") || !strings.Contains(strings.ToLower(msg), "nats") {
+		t.Fatalf("backup after its NATS server went away: exit %d, want 1 saying NATS was lost, not blaming the serve:\n%s", cmd.ProcessState.ExitCode(), msg)
+	}
+}
