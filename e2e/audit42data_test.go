@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -101,5 +102,44 @@ providers:
 	msg := stderr.String()
 	if cmd.ProcessState.ExitCode() != 1 || strings.Contains(msg, "a hookgate from before backup") || !strings.Contains(strings.ToLower(msg), "nats") {
 		t.Fatalf("backup after its NATS server went away: exit %d, want 1 saying NATS was lost, not blaming the serve:\n%s", cmd.ProcessState.ExitCode(), msg)
+	}
+}
+
+// TestAudit42DataStoreDirNotADirectoryRefusedWithoutReason: data_dir's
+// store directory (data_dir/jetstream) is a file (a restore or a copy gone
+// wrong, an operator's mistake). The embedded server says at once why it
+// cannot start ("storage directory is not a directory"), but serve first
+// warns that data_dir holds no event store and it starts "a new, empty
+// one", waits 30 s, and then exits with "embedded nats-server did not
+// become ready within 30s": a refusal whose one line names neither the
+// path nor what to fix (the contract: exit 1 with a one-line message
+// naming what to fix). `hookgate status` says the same, after 30 s too.
+func TestAudit42DataStoreDirNotADirectoryRefusedWithoutReason(t *testing.T) {
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+`)
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "jetstream"), []byte("not a store\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	started := time.Now()
+	out, err := exec.CommandContext(ctx, binary, "serve", "--config", cfg).CombinedOutput()
+	took := time.Since(started)
+	ee, ok := err.(*exec.ExitError)
+	last := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	if !ok || ee.ExitCode() != 1 || took > 10*time.Second || !strings.Contains(last, "jetstream") {
+		t.Fatalf("serve on a data_dir whose jetstream is a file: %v after %s, last line %q; want exit 1 within seconds naming %s/jetstream and why",
+			err, took.Round(time.Second), last, data)
 	}
 }
