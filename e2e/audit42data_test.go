@@ -201,3 +201,50 @@ func firstLines(s string, n int) string {
 	}
 	return strings.Join(lines, "")
 }
+
+// TestAudit42DataLockFileRemovedLetsASecondServeIn: the data_dir lock
+// ("a lock keeps two processes off one data_dir") is a lock on the file
+// data_dir/hookgate.lock. Once that file is removed while serve runs (an
+// operator clearing what looks like a stale lock file, a cleanup job), a
+// second serve on the same data_dir creates a new file, locks it and
+// starts: two embedded servers on one store, each with its own key index.
+// The same event posted to each is accepted by both and applied twice.
+// Want: the second serve refuses (the lock held on something a removal
+// does not undo, such as data_dir itself, or the first serve noticing its
+// lock file is gone).
+func TestAudit42DataLockFileRemovedLetsASecondServeIn(t *testing.T) {
+	tmpl := `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["` + grantsSecret + `"] }
+    ordering: none
+`
+	cfg, dir := writeConfig(t, tmpl)
+	data := filepath.Join(dir, "data")
+	first := start(t, cfg)
+	if err := os.Remove(filepath.Join(data, "hookgate.lock")); err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := filepath.Join(dir, "hookgate-copy.yaml")
+	if err := os.WriteFile(cfg2, []byte(fmt.Sprintf(tmpl, data)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	second, addr := spawnServe(t, cfg2)
+	select {
+	case <-second.done:
+		if code := second.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(second.stderr.String(), "in use") {
+			t.Fatalf("second serve: exit %d, want 1 saying data_dir is in use:\n%s", code, second.stderr)
+		}
+		return // refused: the lock held
+	case a := <-addr:
+		second.baseURL = a
+	case <-time.After(60 * time.Second):
+		t.Fatalf("second serve neither refused nor listened within 60 s:\n%s", second.stderr)
+	}
+	body := []byte(`{"grant_id":"G1"}`)
+	r1 := post(t, first.baseURL+"/webhooks/grants", signGrants(t, "twin-1", body), body)
+	r2 := post(t, second.baseURL+"/webhooks/grants", signGrants(t, "twin-1", body), body)
+	t.Fatalf("a second serve started on data_dir %s (its lock file removed while the first ran), and one event sent to each was answered %d %s and %d %s; want the second refused, data_dir in use",
+		data, r1.status, strings.TrimSpace(r1.body), r2.status, strings.TrimSpace(r2.body))
+}
