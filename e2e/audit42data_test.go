@@ -248,3 +248,69 @@ providers:
 	t.Fatalf("a second serve started on data_dir %s (its lock file removed while the first ran), and one event sent to each was answered %d %s and %d %s; want the second refused, data_dir in use",
 		data, r1.status, strings.TrimSpace(r1.body), r2.status, strings.TrimSpace(r2.body))
 }
+
+// audit42DataBackupOfTwo serves an embedded store, posts two events of
+// subject G1 (the first older), waits until both are applied, stops it and
+// backs it up; it returns the backup's directory and the first event's id
+// and body.
+func audit42DataBackupOfTwo(t *testing.T) (bk, id string, body []byte) {
+	t.Helper()
+	port := freePort(t)
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q, listen: "127.0.0.1:`+fmt.Sprint(port)+`", token: tok } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+`)
+	hg := start(t, cfg)
+	first := []byte(`{"grant_id":"G1","occurred_at":"2026-01-01T00:00:01Z"}`)
+	second := []byte(`{"grant_id":"G1","occurred_at":"2026-01-01T00:00:02Z"}`)
+	for i, b := range [][]byte{first, second} {
+		if r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, fmt.Sprintf("two-%d", i), b), b); r.status != 200 {
+			t.Fatalf("post: %d %s", r.status, r.body)
+		}
+	}
+	j := natsClient(t, fmt.Sprintf("nats://127.0.0.1:%d", port), "tok")
+	waitFor(t, "both applied", 30*time.Second, func() bool {
+		s, err := j.Stream(context.Background(), "GRANTS")
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(context.Background())
+		return err == nil && info.State.Msgs == 2
+	})
+	hg.stop(t)
+	bk = filepath.Join(dir, "bk")
+	if out, errOut, code := cli(t, "backup", "--config", cfg, "--out", bk); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+	return bk, "two-0", first
+}
+
+// TestAudit42DataRestoreOntoNATSURLPromisesAKeyIndex: `hookgate restore`
+// onto a NATS server given by nats.url ends with "the key index is read
+// back from WEBHOOKS before serve takes webhooks"; but with nats.url there
+// is no key index (README: "no key index keeps a cluster's keys"), and what
+// the operator needs to hear there is the README's caveat instead: until
+// the NATS server restarts, a repeat of a backed-up event is stored again
+// (answered accepted, not duplicate).
+func TestAudit42DataRestoreOntoNATSURLPromisesAKeyIndex(t *testing.T) {
+	bk, _, _ := audit42DataBackupOfTwo(t)
+	url := startNATSServer(t)
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { url: "`+url+`" }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+# %q
+`)
+	out, errOut, code := cli(t, "restore", "--config", cfg, "--from", bk)
+	if code != 0 {
+		t.Fatalf("restore onto %s: exit %d\n%s%s", url, code, out, errOut)
+	}
+	if strings.Contains(out, "key index") {
+		t.Fatalf("restore onto a NATS server (nats.url, where no key index runs) says:\n%s", grepString(out, "key index"))
+	}
+}
