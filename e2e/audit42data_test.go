@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -312,5 +313,42 @@ providers:
 	}
 	if strings.Contains(out, "key index") {
 		t.Fatalf("restore onto a NATS server (nats.url, where no key index runs) says:\n%s", grepString(out, "key index"))
+	}
+}
+
+// TestAudit42DataStopWhileTheEmbeddedStoreCannotStart: a SIGTERM while
+// serve waits for an embedded server that cannot start (its store
+// directory a file) is not acted on: serve goes on waiting out its 30 s
+// and then exits 1 with "serve failed" at ERROR, where a stop while serve
+// waits for NATS is a clean one (TestStopWhileStartingIsClean: exit 0, an
+// info line, no ERROR line) and an operator's stop should take effect at
+// once.
+func TestAudit42DataStopWhileTheEmbeddedStoreCannotStart(t *testing.T) {
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+`)
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "jetstream"), []byte("not a store\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := spawnServe(t, cfg)
+	waitFor(t, "the embedded server's refusal in serve's log", 20*time.Second, func() bool { return strings.Contains(in.stderr.String(), "Can't start JetStream") })
+	_ = in.cmd.Process.Signal(syscall.SIGTERM)
+	sent := time.Now()
+	select {
+	case <-in.done:
+	case <-time.After(45 * time.Second):
+		t.Fatalf("serve still running 45 s after SIGTERM:\n%s", in.stderr)
+	}
+	took := time.Since(sent)
+	if code := in.cmd.ProcessState.ExitCode(); code != 0 || took > 5*time.Second || strings.Contains(in.stderr.String(), `"level":"ERROR","msg":"serve failed"`) {
+		t.Fatalf("SIGTERM while the embedded server could not start: exit %d %s after the signal, want exit 0 at once with no ERROR line:\n%s",
+			code, took.Round(time.Second), grepString(in.stderr.String(), "ERROR"))
 	}
 }
