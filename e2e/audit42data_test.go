@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // audit42DataBlockingReceiver is a forward receiver that holds every
@@ -351,4 +353,81 @@ providers:
 		t.Fatalf("SIGTERM while the embedded server could not start: exit %d %s after the signal, want exit 0 at once with no ERROR line:\n%s",
 			code, took.Round(time.Second), grepString(in.stderr.String(), "ERROR"))
 	}
+}
+
+// TestAudit42DataRestoredKeyWithANewerTimeAppliesTwiceOnNATSURL: after a
+// restore onto a NATS server given by nats.url (before that server
+// restarts, README: a repeat of a backed-up event "is stored again, and
+// the consumer decides it already-applied"), an event of the backup sent
+// again with its key (webhook-id) but a newer occurred_at is applied a
+// second time: a second GRANTS message with the same key. The live
+// consumer asks its applied-key memory only for events at or before the
+// subject's mark; the contract: "Under every ordering the consumer
+// remembers applied keys for dedup.horizon", "never applies an event twice".
+func TestAudit42DataRestoredKeyWithANewerTimeAppliesTwiceOnNATSURL(t *testing.T) {
+	bk, _, _ := audit42DataBackupOfTwo(t)
+	url := startNATSServer(t)
+	cfg, _ := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { url: "`+url+`" }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+# %q
+`)
+	if out, errOut, code := cli(t, "restore", "--config", cfg, "--from", bk); code != 0 {
+		t.Fatalf("restore: exit %d\n%s%s", code, out, errOut)
+	}
+	hg := start(t, cfg)
+	j := natsClient(t, url, "")
+	// two-1 was applied before the backup; its sender sends it again.
+	again := []byte(`{"grant_id":"G1","occurred_at":"2026-01-01T00:00:03Z"}`)
+	r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "two-1", again), again)
+	if r.status != 200 {
+		t.Fatalf("repeat: %d %s", r.status, r.body)
+	}
+	// A marker event of another subject, applied after the repeat was
+	// decided (ordering within a stream: the consumer reaches it later).
+	marker := []byte(`{"grant_id":"G2","occurred_at":"2026-01-01T00:00:04Z"}`)
+	if r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "marker", marker), marker); r.status != 200 {
+		t.Fatalf("marker: %d %s", r.status, r.body)
+	}
+	var keys []string
+	waitFor(t, "the marker in GRANTS", 30*time.Second, func() bool {
+		keys = audit42DataGrantKeys(t, j)
+		return slices.Contains(keys, "grants:default:evt:marker")
+	})
+	n := 0
+	for _, k := range keys {
+		if k == "grants:default:evt:two-1" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("key grants:default:evt:two-1 (applied before the backup, sent again after a restore onto nats.url, answered %s) is in GRANTS %d times, want once; GRANTS: %v",
+			strings.TrimSpace(r.body), n, keys)
+	}
+}
+
+// audit42DataGrantKeys is the Nats-Msg-Id of every GRANTS message.
+func audit42DataGrantKeys(t *testing.T, j js.JetStream) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := j.Stream(ctx, "GRANTS")
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs == 0 {
+		return nil
+	}
+	var keys []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		if m, err := s.GetMsg(ctx, seq); err == nil {
+			keys = append(keys, m.Header.Get("Nats-Msg-Id"))
+		}
+	}
+	return keys
 }
