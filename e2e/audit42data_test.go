@@ -431,3 +431,32 @@ func audit42DataGrantKeys(t *testing.T, j js.JetStream) []string {
 	}
 	return keys
 }
+
+// TestAudit42DataUnusableLockFileSaysWhatToFix: when data_dir's lock file
+// cannot be opened (here a directory in its place; for a serve running as
+// another user than the data_dir's owner, "permission denied") serve
+// refuses with "open lock P: open P: is a directory": the path twice, no
+// key named and nothing said of what to do (the contract: a one-line
+// message naming what to fix).
+func TestAudit42DataUnusableLockFileSaysWhatToFix(t *testing.T) {
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+`)
+	lock := filepath.Join(dir, "data", "hookgate.lock")
+	if err := os.MkdirAll(lock, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, binary, "serve", "--config", cfg).CombinedOutput()
+	last := strings.TrimSpace(string(out))
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	if strings.Count(last, lock) > 1 || !strings.Contains(last, "nats.embedded.data_dir") {
+		t.Fatalf("serve with %s unusable says %q; want one mention of the path, naming nats.embedded.data_dir and what to fix", lock, last)
+	}
+}
