@@ -264,6 +264,10 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		_ = lock.Close()
 		return nil, err
 	}
+	if err := usableStoreDir(filepath.Join(o.DataDir, "jetstream")); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
 	token := o.Token
 	if token == "" {
 		if token, err = loadOrCreateToken(filepath.Join(o.DataDir, TokenFile)); err != nil {
@@ -400,7 +404,13 @@ func LockDataDir(dir string) (*os.File, error) {
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
+		// The path once, and what to do (audit 42: "open lock P: open P:
+		// is a directory").
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("nats.embedded.data_dir: its lock file %s cannot be opened (%v): it must be a file this user can write (run serve as the user that owns data_dir, or move away what is in its place)", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
@@ -487,4 +497,32 @@ func loadOrCreateToken(path string) (string, error) {
 		return "", fmt.Errorf("write token file: %w", err)
 	}
 	return t, nil
+}
+
+// usableStoreDir refuses a store directory nats-server cannot use: a file
+// in its place, or one this user cannot write. The server says so in its
+// own log only and never becomes ready: serve waited 30 s and ended "did
+// not become ready" (audit 42). One that does not exist yet is fine.
+func usableStoreDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("nats.embedded.data_dir: the event store %s cannot be read: %w", dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("nats.embedded.data_dir: %s, where the event store's directory belongs, is a file: move it away (a copy or restore gone wrong?)", dir)
+	}
+	probe, err := os.CreateTemp(dir, ".hookgate-write-check-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("nats.embedded.data_dir: the event store %s is not writable by this user (%v): run serve as the user that owns it, or fix its permissions", dir, err)
+	}
+	name := probe.Name()
+	_ = probe.Close()
+	_ = os.Remove(name)
+	return nil
 }

@@ -379,8 +379,16 @@ func runRestore(ctx context.Context, args []string, getenv func(string) string, 
 		// (an operator tools audit, stop 40).
 		newToken = fmt.Sprintf("; data_dir has a new %s (the backup holds no token): give it to downstream services and other machines' CLI configs, or put the old one in its place before serve starts", jetstream.TokenFile)
 	}
-	fmt.Fprintf(stdout, "restored %d streams from %s (backup taken at %s); start serve with this config: events stored after the backup read WEBHOOKS are not in it, and the key index is read back from WEBHOOKS before serve takes webhooks%s\n",
-		len(done), *from, m.Started.Format(time.RFC3339), newToken)
+	// What keeps repeats of restored events out differs: the embedded
+	// key index, or, on a NATS server of one's own, its duplicate window,
+	// which nats-server fills only at its next start (audit 42: the line
+	// promised a key index nats.url does not have).
+	repeats := "the key index is read back from WEBHOOKS before serve takes webhooks"
+	if cfg.NATS.URL != "" {
+		repeats = "the NATS servers fill WEBHOOKS's duplicate window with the restored events' keys only when they next start: restart them before serve takes webhooks, or a repeat of a restored event is stored again"
+	}
+	fmt.Fprintf(stdout, "restored %d streams from %s (backup taken at %s); start serve with this config: events stored after the backup read WEBHOOKS are not in it, and %s%s\n",
+		len(done), *from, m.Started.Format(time.RFC3339), repeats, newToken)
 	return nil
 }
 
