@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookgate/hookgate/consumer"
@@ -255,8 +256,10 @@ type Source struct {
 	js        js.JetStream
 	lastFirst uint64
 	// retries: the events handed back with a delay (a retry's backoff)
-	// and not delivered again yet (sweepRetries).
+	// and not delivered again yet; sweeper, set once OpenSource has
+	// settled OnLost, is what sweepRetries tells (nil: nothing).
 	retries retryWaits
+	sweeper atomic.Pointer[retrySweeper]
 }
 
 // pullMaxBytes is how many bytes one pull asks for at most: twice the
@@ -374,6 +377,13 @@ func openSource(ctx context.Context, c *Conn, o SourceOptions, cons js.Consumer)
 		return s, err
 	}
 	s.onLost, s.js = o.OnLost, c.JS
+	defer func() {
+		// The pull loop's look at retries (sweepRetries) starts once
+		// this is settled: the loop runs already.
+		if s.onLost != nil {
+			s.sweeper.Store(&retrySweeper{tell: s.onLost, js: s.js})
+		}
+	}()
 	// A consumer that never delivered (new, or created again) has no
 	// last delivery to count from: what it will not deliver is not told.
 	// Nor is what was stored before it was created: created again, it
@@ -393,8 +403,11 @@ func openSource(ctx context.Context, c *Conn, o SourceOptions, cons js.Consumer)
 		seq, _, found, err = firstSeqSince(ctx, c, StreamWebhooks, consumerCreated(info))
 	}
 	if err != nil {
-		log.Warn("events that leave WEBHOOKS at max_age before they are applied are not told by this run",
-			slog.String("error", err.Error()))
+		if ctx.Err() == nil {
+			// Not when stopping (a backup's pause cuts a reopen short).
+			log.Warn("events that leave WEBHOOKS at max_age before they are applied are not told by this run",
+				slog.String("error", err.Error()))
+		}
 		s.onLost = nil
 		return s, nil
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	js "github.com/nats-io/nats.go/jetstream"
 )
 
 // retryWaits are the events a Source's deliveries handed back to the
@@ -74,6 +76,12 @@ func (s *Source) Retrying() int {
 	return len(s.retries.seqs)
 }
 
+// retrySweeper is what sweepRetries needs of OpenSource's settings.
+type retrySweeper struct {
+	tell func(first, last uint64)
+	js   js.JetStream
+}
+
 // retrySweepEvery is how often a Source looks whether events waiting for
 // their retry have left WEBHOOKS.
 const retrySweepEvery = 5 * time.Second
@@ -82,7 +90,8 @@ const retrySweepEvery = 5 * time.Second
 // WEBHOOKS no longer stores (below its first sequence: max_age is the only
 // way out), one at a time, and forgets them. Called from the pull loop.
 func (s *Source) sweepRetries(ctx context.Context) {
-	if s.onLost == nil {
+	sw := s.sweeper.Load()
+	if sw == nil {
 		return
 	}
 	waiting := s.retries.due(time.Now())
@@ -91,7 +100,7 @@ func (s *Source) sweepRetries(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	st, err := s.js.Stream(ctx, StreamWebhooks)
+	st, err := sw.js.Stream(ctx, StreamWebhooks)
 	if err != nil {
 		s.health.log.Debug("could not check whether events waiting for their retry left WEBHOOKS", slog.String("error", err.Error()))
 		return
@@ -106,6 +115,6 @@ func (s *Source) sweepRetries(ctx context.Context) {
 			break
 		}
 		s.retries.came(seq)
-		s.onLost(seq, seq)
+		sw.tell(seq, seq)
 	}
 }
