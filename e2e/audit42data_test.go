@@ -144,3 +144,57 @@ providers:
 		t.Fatalf("serve with %s unusable says %q; want one mention of the path, naming nats.embedded.data_dir and what to fix", lock, last)
 	}
 }
+
+// TestAudit42DataStatusOnANewDataDirBlocksTheRestore: an operator makes a
+// new, empty data_dir for a restore and first runs `hookgate status` on
+// it (to check the config reaches it; "a data_dir that does not exist is an
+// error ... nothing is created"). status, a read-only command, leaves an
+// empty store there (data_dir/jetstream, hookgate.lock), and `hookgate
+// restore` then refuses the data_dir as "not empty" although it holds no
+// stream and no event: the operator is told to find another directory for
+// a mistake they did not make. Want: status leaves an empty data_dir as
+// it found it, or restore takes a data_dir that holds no store.
+func TestAudit42DataStatusOnANewDataDirBlocksTheRestore(t *testing.T) {
+	cfg, dir := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+`)
+	hg := start(t, cfg)
+	body := []byte(`{"grant_id":"G1"}`)
+	if r := post(t, hg.baseURL+"/webhooks/grants", signGrants(t, "st-1", body), body); r.status != 200 {
+		t.Fatalf("post: %d %s", r.status, r.body)
+	}
+	hg.stop(t)
+	bk := filepath.Join(dir, "bk")
+	if out, errOut, code := cli(t, "backup", "--config", cfg, "--out", bk); code != 0 {
+		t.Fatalf("backup: exit %d\n%s%s", code, out, errOut)
+	}
+
+	cfg2, dir2 := writeConfig(t, `http: { listen: "127.0.0.1:0" }
+nats: { embedded: { data_dir: %q } }
+providers:
+  grants:
+    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
+`)
+	data2 := filepath.Join(dir2, "data")
+	if err := os.Mkdir(data2, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stOut, stErr, code := cli(t, "status", "--config", cfg2)
+	entries, _ := os.ReadDir(data2)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if out, errOut, code2 := cli(t, "restore", "--config", cfg2, "--from", bk); code2 != 0 {
+		t.Fatalf("restore onto a new data_dir that only `hookgate status` looked at (status exit %d, left %v in it): exit %d, want 0\n%s%s\nstatus said:\n%s%s",
+			code, names, code2, out, errOut, stOut, stErr)
+	}
+	// The restored store serves: the backed-up event is a duplicate.
+	hg2 := start(t, cfg2)
+	if r := post(t, hg2.baseURL+"/webhooks/grants", signGrants(t, "st-1", body), body); r.status != 200 || !strings.Contains(string(r.body), `"duplicate"`) {
+		t.Fatalf("after the restore, the backed-up event sent again: %d %s, want 200 duplicate", r.status, r.body)
+	}
+}

@@ -449,7 +449,7 @@ func newDataDir(dir string) error {
 		return os.MkdirAll(dir, 0o700)
 	case err != nil:
 		return fmt.Errorf("restore: nats.embedded.data_dir: %w", err)
-	case len(entries) > 0:
+	case len(entries) > 0 && !leftByACommand(dir, entries):
 		// The holder first: a restore still running has its mark there
 		// too, and "empty it" would delete the store from under it
 		// (found by review).
@@ -463,6 +463,45 @@ func newDataDir(dir string) error {
 		return fmt.Errorf("restore: nats.embedded.data_dir %s is not empty: restore onto a new data_dir (point the config at a new directory, or move this one away)", dir)
 	}
 	return nil
+}
+
+// leftByACommand reports whether entries, data_dir's, are only what an
+// operator command run on a new data_dir leaves (`status` to check the
+// config reaches it): the lock file, a generated token, and a store with
+// no stream. restore refused such a data_dir as not empty (audit 42).
+func leftByACommand(dir string, entries []os.DirEntry) bool {
+	for _, e := range entries {
+		switch e.Name() {
+		case jetstream.LockFile, jetstream.TokenFile:
+		case "jetstream":
+			if !e.IsDir() || storeHoldsStreams(filepath.Join(dir, "jetstream")) {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return jetstream.LockHolder(dir) == ""
+}
+
+// storeHoldsStreams reports whether an embedded store directory holds a
+// stream (nats-server keeps each under <store>/jetstream/<account>/streams),
+// or cannot be read.
+func storeHoldsStreams(store string) bool {
+	accounts, err := os.ReadDir(filepath.Join(store, "jetstream"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	for _, a := range accounts {
+		streams, err := os.ReadDir(filepath.Join(store, "jetstream", a.Name(), "streams"))
+		if err == nil && len(streams) > 0 || err != nil && !errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+	}
+	return false
 }
 
 // emptyDir removes everything in dir, keeping dir.
