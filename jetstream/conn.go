@@ -76,7 +76,11 @@ func Connect(o ConnectOptions) (*Conn, error) {
 		// Buffer nothing while disconnected: a publish must fail fast so
 		// the gateway can answer 503 instead of holding the sender.
 		nats.ReconnectBufSize(-1),
-		nats.Timeout(5 * time.Second),
+		// The connect (and each reconnect's handshake) holds the connection's
+		// lock while it waits: a publish whose deadline passed needs that
+		// lock to return, so against a server that hangs (SIGSTOP) its 503
+		// came up to this long late (audit 42: 5 s, with 5 s here).
+		nats.Timeout(2 * time.Second),
 		// A server that stops answering without closing the connection (its
 		// host hangs, a network partition) is noticed only by pings: at
 		// nats.go's default (every 2 minutes, stale after two unanswered)
