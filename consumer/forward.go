@@ -287,27 +287,6 @@ func (e *ForwardError) Unwrap() error { return e.Err }
 // Any other status, 3xx included (redirects are not followed), and an
 // event that cannot be sent as HTTP headers (a byte no header may hold)
 // return Permanent wrapping a *ForwardError.
-// unreplayable keeps net/http from sending req again by itself once it
-// was written. Its transport resends a request carrying Idempotency-Key
-// whose answer did not come on a reused keep-alive connection, at once,
-// and again on the next pooled connection: a receiver that hung up got
-// more POSTs than consumer.max_deliver, with no backoff between them,
-// counted as one attempt (audit 42: 6 POSTs for max_deliver 3). The
-// transport looks the header up under its canonical name only
-// (Request.isReplayable), so it goes in under its lower-case one, which
-// HTTP reads the same (header names are case-insensitive; HTTP/2 sends
-// them lower-case anyway). Dropping GetBody instead would also stop the
-// resend of a request the transport wrote nothing of (a pooled
-// connection the receiver had just closed), which the receiver never
-// saw, and chunk an empty body. Retries are consumer.backoff's alone.
-func unreplayable(req *http.Request) {
-	const canonical, lower = "Idempotency-Key", "idempotency-key"
-	if v, ok := req.Header[canonical]; ok {
-		delete(req.Header, canonical)
-		req.Header[lower] = v
-	}
-}
-
 func (f *Forward) Apply(ctx context.Context, ev Event) error {
 	header, err := f.header(ev)
 	if err != nil {
@@ -323,7 +302,6 @@ func (f *Forward) Apply(ctx context.Context, ev Event) error {
 		return Permanent(&ForwardError{URL: f.printed, detail: "cannot build the request"})
 	}
 	req.Header = header
-	unreplayable(req)
 
 	resp, err := f.client.Do(req)
 	if err != nil {
@@ -423,7 +401,17 @@ func (f *Forward) header(ev Event) (http.Header, error) {
 		return nil, errors.New("header Content-Type: value has a control byte no HTTP header may hold")
 	}
 	h.Set("Content-Type", ct)
-	h.Set("Idempotency-Key", ev.Key)
+	// Under its lower-case name (HTTP reads header names alike; HTTP/2
+	// sends them so anyway): net/http's transport takes a request with
+	// the canonical one for safe to send again, and resent the POST by
+	// itself, at once and on the next pooled connection, when a reused
+	// keep-alive connection closed before the answer: a receiver that
+	// hung up got more POSTs than consumer.max_deliver, counted as one
+	// attempt (audit 42: 6 for max_deliver 3). It looks the header up
+	// under that name only (Request.isReplayable). A request it wrote
+	// nothing of is still sent again, as the receiver never saw it.
+	// Retries are consumer.backoff's alone.
+	h[idempotencyKeyHeader] = []string{ev.Key}
 	h.Set("User-Agent", "hookgate")
 	if len(f.keys) > 0 {
 		id := forwardWebhookID(ev.Key)
@@ -585,3 +573,6 @@ func forwardRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// idempotencyKeyHeader is Idempotency-Key as Forward writes it (see header).
+const idempotencyKeyHeader = "idempotency-key"

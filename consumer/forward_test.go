@@ -334,10 +334,10 @@ func TestForwardQuotesRawControlBytes(t *testing.T) {
 	}
 }
 
-// An empty body goes out with Content-Length: 0, not chunked: Forward
-// gives net/http a body it cannot rewind, so that it never resends the
-// POST by itself (unreplayable), and an empty one must still read as
-// empty to the receiver.
+// An empty body goes out with Content-Length: 0, not chunked, to the
+// receiver. (Keeping net/http from resending a POST by itself by taking
+// away its GetBody, tried first, chunked an empty one; Forward writes
+// Idempotency-Key lower-case instead.)
 func TestForwardEmptyBodyIsContentLengthZero(t *testing.T) {
 	type seen struct {
 		length int64
@@ -366,7 +366,7 @@ func TestForwardEmptyBodyIsContentLengthZero(t *testing.T) {
 // A receiver that reads the POST and hangs up without answering sees it
 // once per Apply: net/http resends a request carrying Idempotency-Key
 // when a reused keep-alive connection closes before the answer, and again
-// on the next pooled one, all inside one attempt (unreplayable). The
+// on the next pooled one, all inside one attempt (Forward.header). The
 // attempt fails as a connection error, for consumer.backoff to retry.
 func TestForwardHangUpOnAReusedConnectionIsOnePost(t *testing.T) {
 	var posts atomic.Int32

@@ -54,12 +54,9 @@ func RenderSubject(tmpl string, ev Event) string {
 	// provider's subjects (grants.<provider>.>, the natural filter of a
 	// service that wants one provider's events; before stop 42 it went to
 	// grants.=H<sha256>, which no such filter sees: audit 42).
-	prefix := tmpl
-	if i := strings.IndexByte(tmpl, '{'); i >= 0 {
-		prefix = tmpl[:i]
-		if rest := tmpl[i:]; strings.HasPrefix(rest, "{provider}") {
-			prefix += ev.Provider + templateLiteralStart(rest[len("{provider}"):])
-		}
+	prefix := templateLiteralStart(tmpl)
+	if rest, ok := strings.CutPrefix(tmpl[len(prefix):], "{provider}"); ok {
+		prefix += ev.Provider + templateLiteralStart(rest)
 	}
 	return event.Bounded(s, prefix, event.MaxSubject)
 }

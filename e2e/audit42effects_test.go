@@ -2,6 +2,10 @@ package e2e
 
 // Audit 42, effects: what the consumer does with each event (forward,
 // publish, retries, dead letters), through the real binary.
+//
+// Each test below was written, failing, against the code before its fix, and
+// its comment tells the defect as the audit found it: all are fixed since
+// (stop 42), and the tests hold the fixes.
 
 import (
 	"context"
@@ -142,7 +146,7 @@ func audit42Send(t testing.TB, base, id, body string) {
 // receiver sees: exactly max_deliver here. net/http replayed a request
 // carrying Idempotency-Key at once, without backoff, when it failed on a
 // reused keep-alive connection: the receiver got more POSTs of the event
-// than max_deliver, two of them back to back (Forward's unreplayable).
+// than max_deliver, two of them back to back (Forward.header).
 func TestAudit42EffectsHangUpPostsBeyondMaxDeliver(t *testing.T) {
 	recv := newAudit42Receiver(t, func(w http.ResponseWriter, req *http.Request, body []byte, n int) {
 		if strings.Contains(string(body), "hangup") {

@@ -2,6 +2,10 @@ package e2e
 
 // Audit 42, observability: what an operator sees (/metrics, the log,
 // status --json, trace KEY, AUDIT) against what happened.
+//
+// Each test below was written, failing, against the code before its fix, and
+// its comment tells the defect as the audit found it: all are fixed since
+// (stop 42), and the tests hold the fixes.
 
 import (
 	"context"
@@ -166,6 +170,19 @@ func audit42ObsReceiver(t testing.TB, code int) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return "http://" + ln.Addr().String() + "/hook"
+}
+
+// audit42ObsForwarding is the providers block of a sequenced grants
+// provider forwarding to url.
+func audit42ObsForwarding(url string) string {
+	return `  grants:
+    signature: { scheme: standard-webhooks, secrets: ["` + grantsSecret + `"] }
+    event_id: ["header:webhook-id"]
+    subject: "json:/grant_id"
+    occurred_at: "json:/occurred_at"
+    effects:
+      forward: { url: "` + url + `", timeout: 2s }
+`
 }
 
 // audit42ObsLogCount is how many events the log lines with message prefix
@@ -440,14 +457,7 @@ providers:
 // the log by subject or WEBHOOKS seq misses it.
 func TestAudit42ObsRetryLineHasTheEventsKeys(t *testing.T) {
 	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
-	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [10s]", `  grants:
-    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
-    event_id: ["header:webhook-id"]
-    subject: "json:/grant_id"
-    occurred_at: "json:/occurred_at"
-    effects:
-      forward: { url: "`+url+`", timeout: 2s }
-`)
+	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [10s]", audit42ObsForwarding(url))
 	in := start(t, e.cfgPath)
 	body := []byte(`{"grant_id":"G-7","occurred_at":"2026-11-30T12:00:00Z"}`)
 	expect(t, post(t, in.baseURL+"/webhooks/grants", signGrants(t, "retry-me", body), body), 200, "status", "accepted")
@@ -480,14 +490,7 @@ func TestAudit42ObsRetryLineHasTheEventsKeys(t *testing.T) {
 // while the receiver refuses every event.
 func TestAudit42ObsFailedTryIsAProblemBeforeItsRetry(t *testing.T) {
 	url := audit42ObsReceiver(t, http.StatusServiceUnavailable)
-	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [20s]", `  grants:
-    signature: { scheme: standard-webhooks, secrets: ["`+grantsSecret+`"] }
-    event_id: ["header:webhook-id"]
-    subject: "json:/grant_id"
-    occurred_at: "json:/occurred_at"
-    effects:
-      forward: { url: "`+url+`", timeout: 2s }
-`)
+	e := audit42ObsEnv(t, "  max_deliver: 3\n  backoff: [20s]", audit42ObsForwarding(url))
 	in := start(t, e.cfgPath)
 	for i := range 3 {
 		body := []byte(fmt.Sprintf(`{"grant_id":"G-%d","occurred_at":"2026-11-30T12:00:00Z"}`, i))

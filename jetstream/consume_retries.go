@@ -70,10 +70,13 @@ func (r *retryWaits) due(now time.Time) []uint64 {
 // Retrying is how many events this source handed back and has not seen
 // again yet: each waits for its retry after a failed try (or, handed back
 // untried, for its subject). Safe for concurrent use.
-func (s *Source) Retrying() int {
-	s.retries.mu.Lock()
-	defer s.retries.mu.Unlock()
-	return len(s.retries.seqs)
+func (s *Source) Retrying() int { return s.retries.count() }
+
+// count is how many wait.
+func (r *retryWaits) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seqs)
 }
 
 // retrySweeper is what sweepRetries needs of OpenSource's settings.

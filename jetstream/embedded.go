@@ -406,11 +406,7 @@ func LockDataDir(dir string) (*os.File, error) {
 	if err != nil {
 		// The path once, and what to do (audit 42: "open lock P: open P:
 		// is a directory").
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("nats.embedded.data_dir: its lock file %s cannot be opened (%v): it must be a file this user can write (run serve as the user that owns data_dir, or move away what is in its place)", path, err)
+		return nil, fmt.Errorf("nats.embedded.data_dir: its lock file %s cannot be opened (%v): it must be a file this user can write (run serve as the user that owns data_dir, or move away what is in its place)", path, pathless(err))
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder, _ := os.ReadFile(path)
@@ -499,6 +495,16 @@ func loadOrCreateToken(path string) (string, error) {
 	return t, nil
 }
 
+// pathless is a file error without its path, for a message that names
+// the file already: "permission denied", "is a directory".
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // usableStoreDir refuses a store directory nats-server cannot use: a file
 // in its place, or one this user cannot write. The server says so in its
 // own log only and never becomes ready: serve waited 30 s and ended "did
@@ -515,11 +521,7 @@ func usableStoreDir(dir string) error {
 	}
 	probe, err := os.CreateTemp(dir, ".hookgate-write-check-*")
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return fmt.Errorf("nats.embedded.data_dir: the event store %s is not writable by this user (%v): run serve as the user that owns it, or fix its permissions", dir, err)
+		return fmt.Errorf("nats.embedded.data_dir: the event store %s is not writable by this user (%v): run serve as the user that owns it, or fix its permissions", dir, pathless(err))
 	}
 	name := probe.Name()
 	_ = probe.Close()

@@ -21,6 +21,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// Each test below was written, failing, against the code before its fix, and
+// its comment tells the defect as the audit found it: all are fixed since
+// (stop 42), and the tests hold the fixes.
+
 // Audit 42 (CLI and config). When nothing answers on nats.embedded.listen,
 // an operator command (status, replay, dlq, trace) opens data_dir itself.
 // Its in-process server then binds nats.embedded.listen too, for the few

@@ -5,6 +5,10 @@ import (
 	"testing"
 )
 
+// Each test below was written, failing, against the code before its fix, and
+// its comment tells the defect as the audit found it: all are fixed since
+// (stop 42), and the tests hold the fixes.
+
 // `hookgate dlq --config FILE` (the subcommand forgotten, as typed from
 // shell history): the usage error names the config file as a bad DLQ
 // sequence number (`dlq --config: "FILE" is not a DLQ sequence number`)

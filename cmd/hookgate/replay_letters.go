@@ -66,15 +66,17 @@ func (l *storedLetters) all(ctx context.Context, ev consumer.Event) ([]uint64, e
 	seqs, ok := l.read[subj]
 	if !ok {
 		seqs = map[uint64][]uint64{}
-		last, err := jetstream.LastSeq(ctx, l.sys.conn, jetstream.StreamDLQ)
-		if err != nil {
-			return nil, err
+		if l.live != nil { // for fresh
+			last, err := jetstream.LastSeq(ctx, l.sys.conn, jetstream.StreamDLQ)
+			if err != nil {
+				return nil, err
+			}
+			if l.upTo == nil {
+				l.upTo = map[string]uint64{}
+			}
+			l.upTo[subj] = last
 		}
-		if l.upTo == nil {
-			l.upTo = map[string]uint64{}
-		}
-		l.upTo[subj] = last
-		err = jetstream.Read(ctx, l.sys.conn, jetstream.StreamDLQ, jetstream.Range{Filter: subj}, func(m jetstream.StoredMsg, _ uint64) error {
+		err := jetstream.Read(ctx, l.sys.conn, jetstream.StreamDLQ, jetstream.Range{Filter: subj}, func(m jetstream.StoredMsg, _ uint64) error {
 			if stored, err := strconv.ParseUint(m.Header.Get(event.HeaderStoredSeq), 10, 64); err == nil {
 				seqs[stored] = append(seqs[stored], m.Seq)
 			}

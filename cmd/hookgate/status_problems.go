@@ -50,13 +50,14 @@ func streamFull(s jetstream.StreamStatus) bool {
 }
 
 // statusProblems lists, one short line each, what in a status needs a
-// person: an instance not ready, no serve running or none applying (with
-// the consumer role, or only gateways while nothing pulls), a forward
-// receiver's Retry-After pause, a stream, bucket or the durable consumer
-// missing, an unapplied event past half of WEBHOOKS's max_age, events lost
-// at that max_age in the last lostShownFor, dead letters, events delivered
-// again and not yet settled (failing effects), a stream that refuses
-// writes near its max_bytes. Empty when none; AUDIT ages out its oldest
+// person: an instance not ready, no serve running, none applying (with
+// the consumer role, or only gateways while nothing pulls) or more than
+// one, a forward receiver's Retry-After pause, a stream, bucket or the
+// durable consumer missing, an unapplied event past half of WEBHOOKS's
+// max_age, events lost at that max_age in the last lostShownFor, dead
+// letters, events handed back for a retry or delivered again and not yet
+// settled (failing effects), a stream full now or that refuses writes
+// near its max_bytes. Empty when none; AUDIT ages out its oldest
 // records when full, so its use is no problem.
 func statusProblems(st jetstream.Status, inst instancesView) []string {
 	problems := instanceProblems(inst)
@@ -117,8 +118,7 @@ func statusProblems(st jetstream.Status, inst instancesView) []string {
 					d.Instance, counted(d.Retrying, "event waits", "events wait")))
 			}
 		}
-	}
-	if c := st.Consumers; len(c) > 0 && c[0].Exists && c[0].NumRedelivered > 0 {
+	} else if len(c) > 0 && c[0].Exists {
 		// A forward receiver refusing every event read "PROBLEMS none" for
 		// the half hour of retries before the first dead letter (a 3 a.m.
 		// audit, stop 38).
@@ -154,7 +154,7 @@ func instanceProblems(inst instancesView) []string {
 	if len(inst.Docs) == 0 {
 		problems = append(problems, "no serve answered: "+inst.None)
 	}
-	consumers, applying, paused := 0, false, 0
+	consumers, paused := 0, 0
 	var appliers []string
 	for _, in := range inst.Docs {
 		for _, provider := range slices.Sorted(maps.Keys(in.ForwardPaused)) {
@@ -173,7 +173,6 @@ func instanceProblems(inst instancesView) []string {
 		if slices.Contains(in.Roles, "consumer") {
 			consumers++
 		}
-		applying = applying || in.Applying
 		if in.Applying {
 			appliers = append(appliers, in.Instance)
 		}
@@ -181,6 +180,7 @@ func instanceProblems(inst instancesView) []string {
 			paused++
 		}
 	}
+	applying := len(appliers) > 0
 	switch {
 	case len(appliers) > 1:
 		// Each would get some of a subject's events, and apply a newer
