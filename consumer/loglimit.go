@@ -82,6 +82,21 @@ func (l *LineLimit) AllowOrLater(key string, now time.Time, later func(suppresse
 	return false, 0
 }
 
+// Flush runs now every held-back line AllowOrLater keeps for the end of
+// its second: at a stop, whose process may not live to that end (a CI run
+// saw a stop's last lines tell 15 of 20 lost AUDIT records).
+func (l *LineLimit) Flush() {
+	l.mu.Lock()
+	keys := make([]string, 0, len(l.by))
+	for key := range l.by {
+		keys = append(keys, key)
+	}
+	l.mu.Unlock()
+	for _, key := range keys {
+		l.flush(key)
+	}
+}
+
 // flush runs the held-back line AllowOrLater kept for key, if no line has
 // carried its count since.
 func (l *LineLimit) flush(key string) {

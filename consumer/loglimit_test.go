@@ -63,3 +63,20 @@ func TestLineLimitTellsTheTailAtTheSecondsEnd(t *testing.T) {
 		}
 	})
 }
+
+// Flush tells a held-back tail at once (a stop), and only once.
+func TestLineLimitFlushTellsTheTailNow(t *testing.T) {
+	l := NewLineLimit(1)
+	var told []int
+	now := time.Now()
+	for range 4 {
+		if ok, held := l.AllowOrLater("p", now, func(s int) { told = append(told, s) }); ok {
+			told = append(told, held)
+		}
+	}
+	l.Flush()
+	l.Flush()
+	if want := "[0 2]"; fmt.Sprint(told) != want {
+		t.Errorf("told %v, want %s: the line let through, then at the flush the last held one standing for the 3 held", told, want)
+	}
+}

@@ -151,6 +151,7 @@ func (w *AuditWriter) Run(ctx context.Context) error {
 			w.queueing.Unlock()
 			for {
 				if batch = w.takeQueued(batch[:0]); len(batch) == 0 {
+					w.lines.Flush() // the held-back lost lines' tail
 					return nil
 				}
 				if time.Now().UnixNano() >= w.stopBy.Load() {
